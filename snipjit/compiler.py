@@ -1,0 +1,102 @@
+"""`snipjit.compile`: model → Graph IR → graph passes → program, and the `CompiledModel` users hold."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from .ir.graph import Graph
+from .passes.pipeline import GraphPass, default_pipeline
+from .runtime.program import Program, Step
+from .runtime.request import Request
+
+
+@dataclass
+class PassRecord:
+    name: str
+    seconds: float
+    graph_text: str
+
+
+def load_graph(model: Any) -> Graph:
+    """Accept a snipjit Graph, an onnx.ModelProto, a path or the bytes of an ONNX model."""
+    if isinstance(model, Graph):
+        return model.copy()
+    from .frontend.onnx import load
+    if isinstance(model, (str, bytes, os.PathLike)) or type(model).__name__ == "ModelProto":
+        return load(model)
+    raise TypeError(f"cannot compile a {type(model).__name__}: pass a path, bytes, onnx.ModelProto "
+                    "or snipjit Graph")
+
+
+class CompiledModel:
+    """A model compiled once; `run` is thread-safe, `create_request` gives a per-thread stream."""
+
+    def __init__(self, source: Graph, graph: Graph, program: Program, history: list[PassRecord],
+                 options: dict):
+        self.source = source
+        self.graph = graph
+        self.program = program
+        self.history = history
+        self.options = options
+        self._local = threading.local()
+
+    @property
+    def input_names(self) -> list[str]:
+        return [v.name for v in self.graph.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [v.name for v in self.graph.outputs]
+
+    @property
+    def plan(self) -> list[Step]:
+        return list(self.program.steps)
+
+    def create_request(self) -> Request:
+        return Request(self.program)
+
+    def run(self, feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
+        req = getattr(self._local, "request", None)
+        if req is None:
+            req = self._local.request = self.create_request()
+        return req.run(feeds, outputs)
+
+    def explain(self, show_passes: bool = True) -> str:
+        """The graph before and after each pass, and the plan with each step's implementation."""
+        lines = ["== source graph ==", self.history[0].graph_text if self.history else str(self.source)]
+        if show_passes:
+            for rec in self.history[1:]:
+                lines += [f"== after {rec.name} ({rec.seconds * 1e3:.1f} ms) ==", rec.graph_text]
+        kinds: dict[str, int] = {}
+        for s in self.program.steps:
+            kinds[s.kind] = kinds.get(s.kind, 0) + 1
+        lines.append(f"== plan: {len(self.program.steps)} steps (" +
+                     ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) + ") ==")
+        for i, s in enumerate(self.program.steps):
+            outs = ", ".join(f"{o.name}: {o.type}" for o in s.node.outputs)
+            lines.append(f"{i:4d} {s.kind:<10} {'+'.join(s.ops):<40} -> {outs}")
+        return "\n".join(lines)
+
+
+def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> CompiledModel:
+    """Compile a model (path, bytes, onnx.ModelProto or snipjit Graph) for this CPU.
+
+    Options (keywords): `implementations` — a set of step kinds allowed (e.g. {"reference"}).
+    """
+    source = load_graph(model)
+    graph = source.copy()
+    history = [PassRecord("source", 0.0, str(graph))]
+    for p in (passes if passes is not None else default_pipeline(options)):
+        t0 = time.perf_counter()
+        graph = p.run(graph, options) or graph
+        history.append(PassRecord(p.name, time.perf_counter() - t0, str(graph)))
+    program = Program.build(graph, options)
+    return CompiledModel(source, graph, program, history, options)
+
+
+__all__ = ["compile", "CompiledModel", "load_graph"]

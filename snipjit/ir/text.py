@@ -1,0 +1,355 @@
+"""Text form of the Graph IR: a printer and a parser that round-trip.
+
+    graph main(x: f32[1,?,384], w: f32[384,384]) -> [y: f32[1,?,384]] {
+      const c: f32[] = 2.0
+      [t: f32[1,?,384]] = MatMul(x, w)
+      [y: f32[1,?,384]] = Mul(t, c) @mul0
+    }
+
+Names that are not plain identifiers are double-quoted; `_` is a missing optional input; output types may
+be left out (`[t] = Relu(x)`) and are then inferred. Attributes are `{name=value, ...}` with ints, floats,
+strings, lists, tensors `tensor<f32[2]>[1.0, 2.0]` and nested graphs. Constants with more than
+`max_elems` elements print as `<elided>`; parsing such text needs `elided="zeros"`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from .dtypes import BY_NAME
+from .graph import Graph, GraphError, Node, TensorType, Value
+from .shape import make_shape, shape_str
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+_FLOAT_WORDS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+# ---- printer -------------------------------------------------------------------------------------
+def _name(name: str) -> str:
+    return name if _IDENT.match(name) and name != "_" else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _scalar(x) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return "true" if x else "false"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        f = float(x)
+        if math.isnan(f):
+            return "nan"
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        r = repr(f)
+        return r if ("." in r or "e" in r) else r + ".0"
+    if isinstance(x, (str, bytes)):
+        s = x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    raise TypeError(f"cannot print {type(x).__name__} {x!r}")
+
+
+def _array(arr: np.ndarray, max_elems: int | None) -> str:
+    if max_elems is not None and arr.size > max_elems:
+        return "<elided>"
+    if arr.ndim == 0:
+        return _scalar(arr.item())
+    return "[" + ", ".join(_scalar(x) for x in arr.reshape(-1).tolist()) + "]"
+
+
+def _attr(a: Any, indent: str, max_elems: int | None) -> str:
+    if isinstance(a, Graph):
+        return print_graph(a, indent, max_elems).lstrip()
+    if isinstance(a, np.ndarray):
+        ty = TensorType.of(a.dtype, a.shape)
+        return f"tensor<{ty}>{_array(a, max_elems)}"
+    if isinstance(a, (list, tuple)):
+        return "[" + ", ".join(_attr(x, indent, max_elems) for x in a) + "]"
+    return _scalar(a)
+
+
+def _typed(v: Value) -> str:
+    return f"{_name(v.name)}: {v.type}" if v.type is not None else _name(v.name)
+
+
+def print_graph(g: Graph, indent: str = "", max_elems: int | None = 16) -> str:
+    inner = indent + "  "
+    lines = [f"{indent}graph {_name(g.name)}(" + ", ".join(_typed(v) for v in g.inputs) + ") -> [" +
+             ", ".join(_typed(v) for v in g.outputs) + "] {"]
+    printed: set[int] = {id(v) for v in g.inputs}
+    for c in g.constants:
+        lines.append(f"{inner}const {_typed(c)} = {_array(c.data, max_elems)}")
+        printed.add(id(c))
+    for n in g.nodes:
+        outs = ", ".join(_typed(o) for o in n.outputs)
+        ins = ", ".join("_" if v is None else _name(v.name) for v in n.inputs)
+        op = n.op if not n.domain else f"{_name(n.domain)}::{n.op}"
+        line = f"{inner}[{outs}] = {op}({ins})"
+        if n.attrs:
+            line += " {" + ", ".join(f"{_name(k)}={_attr(a, inner, max_elems)}" for k, a in n.attrs.items()) + "}"
+        if n.name:
+            line += f" @{_name(n.name)}"
+        lines.append(line)
+    lines.append(indent + "}")
+    return "\n".join(lines)
+
+
+# ---- parser --------------------------------------------------------------------------------------
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+|\#[^\n]*) |
+    (?P<str>"(?:[^"\\]|\\.)*") |
+    (?P<num>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\.\d+(?:[eE][-+]?\d+)?|\d+)|-inf\b) |
+    (?P<arrow>->) | (?P<dcolon>::) |
+    (?P<ident>[A-Za-z_][A-Za-z0-9_.]*) |
+    (?P<punct>[()\[\]{},:=@<>*?])
+""", re.VERBOSE)
+
+
+class ParseError(ValueError):
+    pass
+
+
+class _Parser:
+    def __init__(self, text: str, elided: str | None):
+        self.toks: list[tuple[str, str, int]] = []
+        pos = 0
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if not m:
+                raise self._error_at(text, pos, f"unexpected character {text[pos]!r}")
+            if m.lastgroup != "ws":
+                self.toks.append((m.lastgroup, m.group(), pos))
+            pos = m.end()
+        self.toks.append(("eof", "", len(text)))
+        self.i = 0
+        self.text = text
+        self.elided = elided
+
+    @staticmethod
+    def _error_at(text: str, pos: int, msg: str) -> ParseError:
+        line = text.count("\n", 0, pos) + 1
+        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        return ParseError(f"line {line}, column {col}: {msg}")
+
+    def error(self, msg: str) -> ParseError:
+        return self._error_at(self.text, self.toks[self.i][2], msg)
+
+    def peek(self, k: int = 0) -> tuple[str, str]:
+        kind, text, _ = self.toks[min(self.i + k, len(self.toks) - 1)]
+        return kind, text
+
+    def take(self, expect: str | None = None) -> str:
+        kind, text = self.peek()
+        if expect is not None and text != expect:
+            raise self.error(f"expected {expect!r}, found {text or 'end of text'!r}")
+        self.i += 1
+        return text
+
+    def accept(self, text: str) -> bool:
+        if self.peek()[1] == text and self.peek()[0] != "str":
+            self.i += 1
+            return True
+        return False
+
+    def name(self) -> str:
+        kind, text = self.peek()
+        if kind == "ident":
+            self.i += 1
+            return text
+        if kind == "str":
+            self.i += 1
+            return _unquote(text)
+        if kind == "num" and re.fullmatch(r"\d+", text):  # bare numeric names are not printed, but accept
+            self.i += 1
+            return text
+        raise self.error(f"expected a name, found {text or 'end of text'!r}")
+
+    def type(self) -> TensorType:
+        if self.peek()[1] not in BY_NAME:
+            raise self.error(f"unknown dtype {self.peek()[1]!r}")
+        dt = self.take()
+        self.take("[")
+        if self.accept("*"):
+            self.take("]")
+            return TensorType(BY_NAME[dt], None)
+        dims: list = []
+        while not self.accept("]"):
+            kind, text = self.peek()
+            if text == "?":
+                dims.append(None)
+                self.i += 1
+            elif kind == "num":
+                dims.append(int(self.take()))
+            else:
+                dims.append(self.name())
+            if self.peek()[1] != "]":
+                self.take(",")
+        return TensorType(BY_NAME[dt], make_shape(dims))
+
+    def typed_name(self) -> tuple[str, TensorType | None]:
+        n = self.name()
+        return n, (self.type() if self.accept(":") else None)
+
+    def scalar(self):
+        kind, text = self.peek()
+        if kind == "num":
+            self.i += 1
+            if text == "-inf":
+                return -math.inf
+            return float(text) if any(c in text for c in ".eE") else int(text)
+        if kind == "ident" and text in ("inf", "nan", "true", "false"):
+            self.i += 1
+            return {"true": True, "false": False}.get(text, _FLOAT_WORDS.get(text))
+        if kind == "str":
+            self.i += 1
+            return _unquote(text)
+        raise self.error(f"expected a value, found {text or 'end of text'!r}")
+
+    def array(self, ty: TensorType) -> np.ndarray:
+        if ty.shape is None or not ty.is_static:
+            raise self.error(f"a constant needs a static shape, got {ty}")
+        if self.accept("<"):
+            self.take("elided")
+            self.take(">")
+            if self.elided != "zeros":
+                raise self.error("constant data is elided; parse with elided='zeros' to accept it")
+            return np.zeros(ty.shape, ty.dtype.np)
+        if self.accept("["):
+            items = []
+            while not self.accept("]"):
+                items.append(self.scalar())
+                if self.peek()[1] != "]":
+                    self.take(",")
+        else:
+            items = [self.scalar()]
+        count = int(np.prod(ty.shape, dtype=np.int64))
+        if len(items) != count:
+            raise self.error(f"constant of type {ty} needs {count} values, got {len(items)}")
+        return np.array(items, dtype=ty.dtype.np).reshape(ty.shape)
+
+    def attr_value(self):
+        kind, text = self.peek()
+        if kind == "ident" and text == "graph":
+            return self.graph()
+        if kind == "ident" and text == "tensor":
+            self.i += 1
+            self.take("<")
+            ty = self.type()
+            self.take(">")
+            return self.array(ty)
+        if self.accept("["):
+            items = []
+            while not self.accept("]"):
+                items.append(self.attr_value())
+                if self.peek()[1] != "]":
+                    self.take(",")
+            return items
+        return self.scalar()
+
+    def graph(self) -> Graph:
+        self.take("graph")
+        gname = self.name() if self.peek()[1] != "(" else "main"
+        scope: dict[str, Value] = {}
+        inputs = []
+        self.take("(")
+        while not self.accept(")"):
+            n, ty = self.typed_name()
+            if ty is None:
+                raise self.error(f"graph input '{n}' needs a type")
+            if n in scope:
+                raise self.error(f"graph input '{n}' is declared twice")
+            scope[n] = Value(n, ty)
+            inputs.append(scope[n])
+            if self.peek()[1] != ")":
+                self.take(",")
+        self.take("->")
+        self.take("[")
+        out_decl: list[tuple[str, TensorType | None]] = []
+        while not self.accept("]"):
+            out_decl.append(self.typed_name())
+            if self.peek()[1] != "]":
+                self.take(",")
+        self.take("{")
+        nodes: list[Node] = []
+        while not self.accept("}"):
+            if self.accept("const"):
+                n, ty = self.typed_name()
+                if ty is None:
+                    raise self.error(f"constant '{n}' needs a type")
+                self.take("=")
+                if n in scope:
+                    raise self.error(f"value '{n}' is defined twice")
+                scope[n] = Value(n, ty, None, self.array(ty))
+                continue
+            nodes.append(self.node(scope))
+        outputs = []
+        for n, ty in out_decl:
+            if n not in scope:
+                raise self.error(f"graph output '{n}' is not defined in the graph")
+            v = scope[n]
+            if ty is not None and v.type is None:
+                v.type = ty
+            outputs.append(v)
+        return Graph(inputs, outputs, nodes, gname)
+
+    def node(self, scope: dict[str, Value]) -> Node:
+        self.take("[")
+        outs: list[Value] = []
+        while not self.accept("]"):
+            n, ty = self.typed_name()
+            if n in scope:
+                raise self.error(f"value '{n}' is defined twice")
+            outs.append(Value(n, ty))
+            if self.peek()[1] != "]":
+                self.take(",")
+        self.take("=")
+        domain = ""
+        op = self.name()
+        if self.accept("::"):
+            domain, op = op, self.name()
+        self.take("(")
+        ins: list[Value | None] = []
+        while not self.accept(")"):
+            if self.peek() == ("ident", "_"):
+                self.i += 1
+                ins.append(None)
+            else:
+                n = self.name()
+                if n not in scope:
+                    raise self.error(f"{op}: input '{n}' is not defined before its use")
+                ins.append(scope[n])
+            if self.peek()[1] != ")":
+                self.take(",")
+        attrs: dict[str, Any] = {}
+        if self.accept("{"):
+            while not self.accept("}"):
+                k = self.name()
+                self.take("=")
+                attrs[k] = self.attr_value()
+                if self.peek()[1] != "}":
+                    self.take(",")
+        nname = self.name() if self.accept("@") else ""
+        for o in outs:
+            scope[o.name] = o
+        return Node(op, ins, outs, attrs, nname, domain)
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text[1:-1])
+
+
+def parse_graph(text: str, elided: str | None = None, infer: bool = True) -> Graph:
+    """Parse the text form. Values printed without a type get one from shape inference."""
+    p = _Parser(text, elided)
+    g = p.graph()
+    if p.peek()[0] != "eof":
+        raise p.error("text after the end of the graph")
+    if infer and any(v.type is None for v in g.values()):
+        from ..passes.infer_shapes import infer_shapes
+        infer_shapes(g)
+    return g
+
+
+__all__ = ["print_graph", "parse_graph", "ParseError", "shape_str", "GraphError"]

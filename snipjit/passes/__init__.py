@@ -1,0 +1,1 @@
+"""Graph passes, one per module."""

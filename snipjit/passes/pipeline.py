@@ -1,0 +1,23 @@
+"""The graph-level pass pipeline that `snipjit.compile` runs, in order."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..ir.graph import Graph
+from .infer_shapes import infer_shapes
+
+
+@dataclass(frozen=True)
+class GraphPass:
+    name: str
+    fn: Callable[[Graph, dict], Graph | None]
+
+    def run(self, graph: Graph, options: dict) -> Graph | None:
+        return self.fn(graph, options)
+
+
+def default_pipeline(options: dict) -> list[GraphPass]:
+    return [
+        GraphPass("InferShapes", lambda g, o: infer_shapes(g)),
+    ]

@@ -1,0 +1,52 @@
+"""Checking user feeds against a graph's inputs, binding dynamic dims to sizes."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..ir.dtypes import dtype as to_dtype
+from ..ir.graph import Value
+from ..ir.shape import shape_str
+
+
+class FeedError(ValueError):
+    """A feed has the wrong name, dtype or shape; the message names the input and what was expected."""
+
+
+def check_feeds(inputs: Sequence[Value], feeds: Mapping[str, object]) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Return the feed arrays in input order and the sizes bound to named dims."""
+    expected = {v.name for v in inputs}
+    unknown = [k for k in feeds if k not in expected]
+    if unknown:
+        raise FeedError(f"unknown input(s) {unknown}; the model's inputs are {sorted(expected)}")
+    arrays: list[np.ndarray] = []
+    dims: dict[str, int] = {}
+    for v in inputs:
+        if v.name not in feeds:
+            raise FeedError(f"input '{v.name}' ({v.type}) is missing")
+        arr = feeds[v.name]
+        if not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr)
+        want = v.type.dtype
+        try:
+            got = to_dtype(arr.dtype)
+        except TypeError:
+            got = None
+        if got != want:
+            raise FeedError(f"input '{v.name}' must have dtype {want} (numpy {want.np}), got {arr.dtype}")
+        shape = v.type.shape
+        if shape is not None:
+            if arr.ndim != len(shape):
+                raise FeedError(f"input '{v.name}' must have shape {shape_str(shape)} (rank {len(shape)}), "
+                                f"got {list(arr.shape)}")
+            for axis, (d, n) in enumerate(zip(shape, arr.shape)):
+                if isinstance(d, int) and d != n:
+                    raise FeedError(f"input '{v.name}' must have shape {shape_str(shape)}, got {list(arr.shape)} "
+                                    f"(axis {axis} must be {d})")
+                if isinstance(d, str):
+                    if dims.setdefault(d, n) != n:
+                        raise FeedError(f"input '{v.name}' axis {axis} is dim '{d}' = {n}, but another input "
+                                        f"bound '{d}' = {dims[d]}")
+        arrays.append(arr)
+    return arrays, dims

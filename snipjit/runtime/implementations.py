@@ -1,0 +1,56 @@
+"""The registry of node implementations, with priorities.
+
+Each implementation says which nodes it accepts and builds a kernel for one node. The program asks them
+in priority order (highest first) and takes the first that accepts: a generated `snippet` kernel before
+`blas`, before the always-available `reference` kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..ir.graph import Node
+from ..ops import get_op
+
+
+@dataclass(frozen=True)
+class Implementation:
+    kind: str
+    priority: int
+    accepts: Callable[[Node, dict], bool]
+    build: Callable[[Node, dict], Callable]
+
+
+_IMPLEMENTATIONS: list[Implementation] = []
+
+
+def register_implementation(impl: Implementation) -> None:
+    _IMPLEMENTATIONS.append(impl)
+    _IMPLEMENTATIONS.sort(key=lambda i: -i.priority)
+
+
+def choose_implementation(node: Node, options: dict) -> tuple[str, Callable]:
+    allowed = options.get("implementations")
+    for impl in _IMPLEMENTATIONS:
+        if allowed is not None and impl.kind not in allowed:
+            continue
+        if impl.accepts(node, options):
+            return impl.kind, impl.build(node, options)
+    raise ValueError(f"{node.label()}: no implementation accepts this node")
+
+
+def build_reference(node: Node, options: dict) -> Callable:
+    """The op's NumPy reference kernel, with attributes resolved once at compile time."""
+    opdef = get_op(node.op, node.domain)
+    ctx = opdef.context(node, with_values=False)
+    dtypes = [o.type.dtype.np for o in node.outputs]
+
+    def kernel(inputs):
+        outs = opdef.run(ctx, inputs)
+        return [o if o.dtype == dt else o.astype(dt) for o, dt in zip(outs, dtypes)]
+    return kernel
+
+
+register_implementation(Implementation("reference", 0, lambda node, options: True, build_reference))
+
+__all__ = ["Implementation", "register_implementation", "choose_implementation"]
