@@ -106,6 +106,7 @@ class Graph:
         self.outputs: list[Value] = list(outputs)
         self.nodes: list[Node] = list(nodes)
         self.name = name
+        self.meta: dict[str, Any] = {}  # pass annotations, e.g. the input layouts canonicalization recorded
 
     # ---- queries ---------------------------------------------------------------------------------
     def values(self) -> Iterator[Value]:
@@ -200,7 +201,9 @@ class Graph:
         nodes = [Node(n.op, [cp(v) for v in n.inputs], [cp(v) for v in n.outputs],
                       {k: (a.copy() if isinstance(a, Graph) else a) for k, a in n.attrs.items()},
                       n.name, n.domain, dict(n.meta)) for n in self.nodes]
-        return Graph(inputs, [cp(v) for v in self.outputs], nodes, self.name)
+        g = Graph(inputs, [cp(v) for v in self.outputs], nodes, self.name)
+        g.meta = dict(self.meta)
+        return g
 
     # ---- checks ----------------------------------------------------------------------------------
     def validate(self) -> None:

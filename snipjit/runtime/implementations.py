@@ -21,6 +21,11 @@ class Implementation:
     build: Callable[[Node, dict], Callable]
 
 
+class NotApplicable(Exception):
+    """Raised by an implementation's build when it cannot serve this node after all; the next one is
+    tried."""
+
+
 _IMPLEMENTATIONS: list[Implementation] = []
 
 
@@ -35,7 +40,10 @@ def choose_implementation(node: Node, options: dict) -> tuple[str, Callable]:
         if allowed is not None and impl.kind not in allowed:
             continue
         if impl.accepts(node, options):
-            return impl.kind, impl.build(node, options)
+            try:
+                return impl.kind, impl.build(node, options)
+            except NotApplicable:
+                continue
     raise ValueError(f"{node.label()}: no implementation accepts this node")
 
 
@@ -53,4 +61,4 @@ def build_reference(node: Node, options: dict) -> Callable:
 
 register_implementation(Implementation("reference", 0, lambda node, options: True, build_reference))
 
-__all__ = ["Implementation", "register_implementation", "choose_implementation"]
+__all__ = ["Implementation", "NotApplicable", "register_implementation", "choose_implementation"]

@@ -1,0 +1,98 @@
+"""The `snippet` implementation: a Subgraph node runs as one generated kernel.
+
+At compile time the body goes through the Snippets compiler. At run time the step binds the master
+shape from the input shapes, checks it fits what the kernel was compiled for (which dims broadcast),
+allocates the outputs, and splits the kernel's parallel domain over the thread pool. A shape the kernel
+cannot serve (a dim broadcasting at run time that was not known to at compile time) runs on the
+reference kernels instead — correct, only slower.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Sequence
+
+import numpy as np
+
+from ..ir.graph import Node
+from ..snippets.compiler import CompiledSnippet, compile_subgraph
+from ..snippets.lowered.linear_ir import LinearIRError
+from ..targets.target import TargetError
+from .implementations import Implementation, NotApplicable, build_reference, register_implementation
+from .thread_pool import get_pool
+
+PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
+
+
+class SnippetKernel:
+    def __init__(self, node: Node, compiled: CompiledSnippet, fallback):
+        self.node = node
+        self.compiled = compiled
+        self.fallback = fallback
+        self.rank = len(compiled.master_shape)
+        self.out_dtypes = [o.type.dtype.np for o in node.outputs]
+        self.fn = compiled.kernel.fn
+        self.calls = 0
+
+    def master_shape(self, arrays: Sequence[np.ndarray]) -> tuple[int, ...] | None:
+        """The run-time master shape, or None when the inputs break the compile-time broadcast pattern."""
+        rank = self.rank
+        master = [1] * rank
+        aligned = []
+        for a in arrays:
+            shape = (1,) * (rank - a.ndim) + a.shape
+            aligned.append(shape)
+            for d, n in enumerate(shape):
+                if n != 1:
+                    if master[d] not in (1, n):
+                        return None
+                    master[d] = n
+        for shape, compiled in zip(aligned, self.compiled.input_shapes):
+            for d, (n, c) in enumerate(zip(shape, compiled)):
+                if (c == 1) != (n == 1) and master[d] != 1:
+                    return None
+        return tuple(master)
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.ascontiguousarray(a) for a in inputs]
+        master = self.master_shape(arrays)
+        if master is None:
+            return self.fallback(inputs)
+        outs = [np.empty(master, dt) for dt in self.out_dtypes]
+        if 0 in master:
+            return outs
+        self.run_into(arrays, outs, master)
+        return outs
+
+    def run_into(self, arrays: Sequence[np.ndarray], outs: Sequence[np.ndarray], master: tuple[int, ...]) -> None:
+        ptrs = (ctypes.c_void_p * (len(arrays) + len(outs)))(*[a.ctypes.data for a in arrays],
+                                                              *[o.ctypes.data for o in outs])
+        dims = (ctypes.c_int64 * self.rank)(*master)
+        domain = 1
+        for d in master[:self.compiled.parallel_rank]:
+            domain *= d
+        fn = self.fn
+        self.calls += 1
+        if int(np.prod(master)) < PARALLEL_MIN_ELEMENTS:
+            fn(ptrs, dims, 0, domain)
+        else:
+            get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi), domain)
+
+
+def build_snippet(node: Node, options: dict):
+    from ..targets import get_target
+    target = get_target(options.get("target"))
+    try:
+        compiled = compile_subgraph(node.attrs["body"], target, name=_kernel_name(node),
+                                    loop_depth=options.get("loop_depth", 1))
+    except (LinearIRError, TargetError) as e:
+        raise NotApplicable(str(e)) from e
+    return SnippetKernel(node, compiled, build_reference(node, options))
+
+
+def _kernel_name(node: Node) -> str:
+    return "".join(c if c.isalnum() else "_" for c in (node.name or "subgraph")) or "kernel"
+
+
+register_implementation(Implementation("snippet", 100, lambda node, options: node.op == "Subgraph", build_snippet))
+
+__all__ = ["SnippetKernel", "build_snippet"]

@@ -1,0 +1,72 @@
+"""A persistent pool of worker threads for kernels that release the GIL (ctypes calls do).
+
+`parallel_for(fn, total)` splits [0, total) into one contiguous chunk per thread; the caller runs the
+first chunk itself. Threads are created once, on first use, and live as long as the process.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable
+
+
+def default_threads() -> int:
+    env = os.environ.get("SNIPJIT_NUM_THREADS")
+    return max(1, int(env)) if env else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                            else os.cpu_count() or 1)
+
+
+class ThreadPool:
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._lock = threading.Lock()          # one parallel_for at a time uses the workers
+        self._work: list[tuple[Callable, int, int] | None] = [None] * threads
+        self._start = [threading.Event() for _ in range(threads)]
+        self._done = [threading.Event() for _ in range(threads)]
+        self._errors: list[BaseException | None] = [None] * threads
+        for i in range(1, threads):
+            threading.Thread(target=self._worker, args=(i,), daemon=True, name=f"snipjit-worker-{i}").start()
+
+    def _worker(self, i: int) -> None:
+        while True:
+            self._start[i].wait()
+            self._start[i].clear()
+            fn, lo, hi = self._work[i]
+            try:
+                fn(lo, hi)
+            except BaseException as e:  # reported to the caller
+                self._errors[i] = e
+            self._done[i].set()
+
+    def parallel_for(self, fn: Callable[[int, int], None], total: int) -> None:
+        n = min(self.threads, total)
+        if n <= 1 or not self._lock.acquire(blocking=False):
+            fn(0, total)   # tiny work, one thread, or the workers are busy with another request
+            return
+        try:
+            bounds = [total * k // n for k in range(n + 1)]
+            for i in range(1, n):
+                self._work[i] = (fn, bounds[i], bounds[i + 1])
+                self._errors[i] = None
+                self._done[i].clear()
+                self._start[i].set()
+            fn(bounds[0], bounds[1])
+            for i in range(1, n):
+                self._done[i].wait()
+            for i in range(1, n):
+                if self._errors[i] is not None:
+                    raise self._errors[i]
+        finally:
+            self._lock.release()
+
+
+_pool: ThreadPool | None = None
+_pool_lock = threading.Lock()
+
+
+def get_pool() -> ThreadPool:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPool(default_threads())
+        return _pool

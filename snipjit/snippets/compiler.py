@@ -1,0 +1,40 @@
+"""Compile one Subgraph body into a kernel: data-flow optimizer → Linear IR → control-flow passes →
+generator → target. `observer(stage, pass_name, ir)` sees the IR after every pass (for dumps)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..ir.graph import Graph
+from ..targets.target import KernelFunction, TargetMachine
+from .dataflow.pipeline import optimize_body
+from .generator import Generator
+from .lowered.linear_ir import LinearIR
+from .lowered.pipeline import control_flow_pipeline
+from .pass_manager import PositionedPass
+
+Observer = Callable[[str, str, object], None]
+
+
+@dataclass
+class CompiledSnippet:
+    kernel: KernelFunction
+    body: Graph                  # the optimized body (rank-aligned)
+    master_shape: tuple          # symbolic master shape at compile time
+    parallel_rank: int           # leading master dims the kernel's parallel domain covers
+    input_shapes: list[tuple]    # rank-aligned compile-time shapes of the body inputs
+    linear_ir: str               # the final Linear IR, for explain()
+
+
+def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", loop_depth: int = 1,
+                     data_flow_passes: list[PositionedPass] = (), control_flow_passes: list[PositionedPass] = (),
+                     observer: Observer | None = None) -> CompiledSnippet:
+    def watch(stage: str):
+        return (lambda pass_name, ir: observer(stage, pass_name, ir)) if observer else None
+
+    optimized = optimize_body(body, data_flow_passes, watch("dataflow"))
+    lir = LinearIR.from_body(optimized, target.vector_lanes)
+    control_flow_pipeline(loop_depth, control_flow_passes).run_all(lir, watch("control_flow"))
+    kernel = Generator(target).generate(lir, name, watch("generator"))
+    return CompiledSnippet(kernel, optimized, lir.master_shape, lir.parallel_rank,
+                           [v.type.shape for v in optimized.inputs], lir.debug_print())

@@ -1,0 +1,43 @@
+"""Canonicalization: align every body value to the master rank and record the input layouts.
+
+Kernels index all ports with one loop nest over the master shape, so each input gets its shape padded
+with leading 1s (broadcast made explicit as size-1 dims). Input layouts come from the runtime (today
+always planar); they are recorded in `body.meta["layouts"]` for PropagateLayout.
+"""
+from __future__ import annotations
+
+from ...ir.graph import Graph, TensorType
+from ...ir.shape import broadcast_shapes
+from ..pass_manager import BodyPass
+
+
+class Canonicalization(BodyPass):
+    name = "Canonicalization"
+
+    def __init__(self, input_layouts: list[tuple[int, ...]] | None = None):
+        self.input_layouts = input_layouts
+
+    def run(self, body: Graph) -> bool:
+        master = broadcast_shapes(*(v.type.shape for v in body.outputs))
+        if master is None:
+            raise ValueError(f"body '{body.name}': output ranks must be known to canonicalize")
+        rank = len(master)
+        changed = False
+        for v in body.values():
+            shape = v.type.shape
+            if shape is None or len(shape) > rank:
+                raise ValueError(f"body '{body.name}': value '{v.name}' of {v.type} does not fit the "
+                                 f"master shape {list(master)}")
+            if len(shape) < rank:
+                v.type = TensorType(v.type.dtype, (1,) * (rank - len(shape)) + tuple(shape))
+                if v.data is not None:
+                    v.data = v.data.reshape(v.type.shape)
+                changed = True
+        planar = tuple(range(rank))
+        layouts = self.input_layouts or [planar] * len(body.inputs)
+        for layout in layouts:
+            if sorted(layout) != list(planar):
+                raise ValueError(f"body '{body.name}': layout {layout} is not a permutation of rank {rank}")
+        body.meta["layouts"] = [tuple(l) for l in layouts]
+        body.meta["master_shape"] = tuple(master)
+        return changed

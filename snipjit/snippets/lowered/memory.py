@@ -1,0 +1,61 @@
+"""Helpers the control-flow passes share: which buffer a memory port touches, and its strides."""
+from __future__ import annotations
+
+from ..symbolic import Sym
+from .expression import Expression
+from .linear_ir import LinearIR
+from .port import ExpressionPort
+
+MEMORY_OPS = ("Parameter", "Result", "Buffer")
+LOOP_FREE_OPS = ("Parameter", "Result", "Scalar", "LoopBegin", "LoopEnd")
+
+
+def memory_of(port: ExpressionPort) -> Expression | None:
+    """The Parameter/Result/Buffer expression on the other side of a memory port, if any."""
+    e = port.expr
+    if port.type == "in":
+        src = e.inputs[port.index].source.expr
+        return src if src.op in MEMORY_OPS else None
+    for c in e.outputs[port.index].consumers:
+        if c.expr.op in MEMORY_OPS:
+            return c.expr
+    return None
+
+
+def memory_shape(port: ExpressionPort) -> tuple:
+    mem = memory_of(port)
+    if mem is None:
+        return port.descriptor.shape
+    return mem.out_descs[0].shape if mem.op != "Result" else mem.in_descs[0].shape
+
+
+def stride(lir: LinearIR, shape: tuple, layout: tuple[int, ...], dim: int) -> Sym:
+    """Elements between neighbours along `dim` of a buffer with `shape` stored in `layout` order;
+    size-1 dims are broadcast (they take no space)."""
+    s = Sym.const(1)
+    for k in reversed(layout):
+        if k == dim:
+            return s
+        if shape[k] != 1:
+            s = s * lir.dim(k)
+    raise ValueError(f"dim {dim} is not in layout {layout}")
+
+
+def loop_exprs(lir: LinearIR, loop_id: int) -> list[Expression]:
+    return [e for e in lir.expressions if loop_id in e.loop_ids]
+
+
+def update_loop_ports(lir: LinearIR, loop_id: int) -> None:
+    """Recompute a loop's entry/exit points: the in-loop ports that read or write memory."""
+    from .loop_info import LoopPort
+    info = lir.loop_manager[loop_id]
+    old = {(id(p.port.expr), p.port.type, p.port.index): p for p in info.ports}
+    entries, exits = [], []
+    for e in loop_exprs(lir, loop_id):
+        for i in range(len(e.inputs)):
+            if memory_of(e.input_port(i)) is not None:
+                entries.append(old.get((id(e), "in", i)) or LoopPort(e.input_port(i)))
+        for i in range(len(e.outputs)):
+            if memory_of(e.output_port(i)) is not None:
+                exits.append(old.get((id(e), "out", i)) or LoopPort(e.output_port(i)))
+    info.entry_points, info.exit_points = entries, exits

@@ -1,0 +1,65 @@
+"""FuseLoops: merge neighbouring loop nests that iterate the same way into one nest.
+
+Two nests over the same dims fuse level by level when each pair of loops has the same work amount, or
+one of them does a single iteration (a broadcast along that dim: its expressions are simply recomputed
+in every iteration of the other). Fused expressions keep the first nest's ids; the second nest's
+loops are dropped. Data flows from the first nest to the second inside one iteration, so no buffer is
+needed between them.
+"""
+from __future__ import annotations
+
+from ...pass_manager import LinearIRPass
+from ..linear_ir import LinearIR
+from ..memory import update_loop_ports
+
+
+class FuseLoops(LinearIRPass):
+    name = "FuseLoops"
+
+    def run(self, lir: LinearIR) -> bool:
+        changed = False
+        nests = self.nests(lir)
+        i = 0
+        while i + 1 < len(nests):
+            a, b = nests[i], nests[i + 1]
+            if self.can_fuse(lir, a, b):
+                self.fuse(lir, a, b)
+                nests.pop(i + 1)
+                changed = True
+            else:
+                i += 1
+        for loop_id in lir.loop_manager.loops:
+            update_loop_ports(lir, loop_id)
+        return changed
+
+    @staticmethod
+    def nests(lir: LinearIR) -> list[list[int]]:
+        out: list[list[int]] = []
+        for e in lir.expressions:
+            if e.loop_ids and (not out or out[-1] != e.loop_ids):
+                out.append(list(e.loop_ids))
+        return out
+
+    @staticmethod
+    def can_fuse(lir: LinearIR, a: list[int], b: list[int]) -> bool:
+        if len(a) != len(b):
+            return False
+        for la, lb in zip(a, b):
+            x, y = lir.loop_manager[la], lir.loop_manager[lb]
+            if x.dim != y.dim or x.increment != y.increment:
+                return False
+            one = x.work_amount.value == 1 or y.work_amount.value == 1
+            if x.work_amount != y.work_amount and not one:
+                return False
+        return True
+
+    @staticmethod
+    def fuse(lir: LinearIR, a: list[int], b: list[int]) -> None:
+        for la, lb in zip(a, b):
+            x, y = lir.loop_manager[la], lir.loop_manager[lb]
+            if x.work_amount.value == 1:
+                x.work_amount = y.work_amount
+            lir.loop_manager.remove(lb)
+        for e in lir.expressions:
+            if e.loop_ids == b:
+                e.loop_ids = list(a)

@@ -1,0 +1,34 @@
+"""Snippets-specific ops that appear in body graphs after the data-flow optimizer (domain "snippets").
+
+`Scalar` holds a single constant value inside the kernel; `PowerStatic` is `Pow` with a compile-time
+exponent. Both are registered with inference and a reference kernel, so an optimized body still runs on
+the reference interpreter — that is how the data-flow passes are tested for keeping semantics.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.dtypes import dtype as to_dtype
+from ..ir.graph import TensorType
+from ..ops.common import same_as_input
+from ..ops.registry import REQUIRED, Category, OpContext, register
+
+DOMAIN = "snippets"
+
+
+def _infer_scalar(ctx: OpContext) -> list[TensorType]:
+    return [TensorType(to_dtype(ctx.attrs["dtype"]), tuple(ctx.attrs["shape"]))]
+
+
+@register("Scalar", Category.UNARY, infer=_infer_scalar, inputs=0, domain=DOMAIN,
+          attrs={"value": REQUIRED, "dtype": "f32", "shape": []})
+def scalar(ctx: OpContext):
+    """A single value broadcast to any shape; `shape` is all ones (rank-aligned by canonicalization)."""
+    return np.full(tuple(ctx.attrs["shape"]), ctx.attrs["value"], to_dtype(ctx.attrs["dtype"]).np)
+
+
+@register("PowerStatic", Category.UNARY, infer=same_as_input(0), inputs=1, domain=DOMAIN,
+          attrs={"power": REQUIRED})
+def power_static(ctx: OpContext, x):
+    """x ** power for a compile-time power."""
+    return np.power(x, x.dtype.type(ctx.attrs["power"])).astype(x.dtype, copy=False)

@@ -1,0 +1,249 @@
+"""LLVM emitters: one per Linear IR op.
+
+Data values live in `<lanes x float>` registers. Booleans (comparison results) are kept in the same
+registers as all-ones/all-zeros 32-bit lane patterns, so every value fits one register class; `mask()`
+and `unmask()` convert. Math goes through `vmath` (polynomials, never libm calls).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from ..target import Emitter
+from . import vmath
+from .kernel_emitter import F32, I1, I8, I32, I64, PTR, KernelContext, splat
+
+Values = list[ir.Value]
+
+
+# ---- value helpers ---------------------------------------------------------------------------------
+def mask(ctx: KernelContext, v: ir.Value) -> ir.Value:
+    ints = ctx.builder.bitcast(v, ir.VectorType(I32, ctx.lanes))
+    return ctx.builder.icmp_signed("!=", ints, ir.Constant(ints.type, None))
+
+
+def unmask(ctx: KernelContext, m: ir.Value) -> ir.Value:
+    return ctx.builder.bitcast(ctx.builder.sext(m, ir.VectorType(I32, ctx.lanes)), ctx.vec)
+
+
+def const(ctx: KernelContext, value: float) -> ir.Value:
+    return ir.Constant(ctx.vec, [float(value)] * ctx.lanes)
+
+
+def intrinsic(ctx: KernelContext, name: str, *args: ir.Value) -> ir.Value:
+    ty = args[0].type
+    suffix = f"v{ty.count}f32"
+    fn = ctx.intrinsic(f"{name}.{suffix}", ty, [a.type for a in args])
+    return ctx.builder.call(fn, list(args))
+
+
+def vm(name: str, **fixed) -> Callable:
+    """A compute function from a vmath op; `fixed` maps vmath params to node attribute names."""
+    def fn(ctx: KernelContext, ins: Values, attrs: dict) -> ir.Value:
+        params = {k: float(attrs[a]) for k, a in fixed.items()}
+        return vmath.emit(ctx.builder, name, *ins, **params)
+    return fn
+
+
+def select(ctx: KernelContext, m: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    return ctx.builder.select(m, a, b)
+
+
+def fcmp(op: str) -> Callable:
+    def fn(ctx: KernelContext, ins: Values, attrs: dict) -> ir.Value:
+        return unmask(ctx, ctx.builder.fcmp_ordered(op, ins[0], ins[1]))
+    return fn
+
+
+def logic(op: str) -> Callable:
+    def fn(ctx: KernelContext, ins: Values, attrs: dict) -> ir.Value:
+        a, b = (ctx.builder.bitcast(v, ir.VectorType(I32, ctx.lanes)) for v in ins)
+        return ctx.builder.bitcast(getattr(ctx.builder, op)(a, b), ctx.vec)
+    return fn
+
+
+def chain(name: str) -> Callable:
+    """A variadic op (Max/Min of n inputs) as a chain of a binary intrinsic."""
+    def fn(ctx: KernelContext, ins: Values, attrs: dict) -> ir.Value:
+        acc = ins[0]
+        for v in ins[1:]:
+            acc = intrinsic(ctx, name, acc, v)
+        return acc
+    return fn
+
+
+def _is_inf(ctx, ins, attrs):
+    b = ctx.builder
+    pos = b.fcmp_ordered("==", ins[0], const(ctx, float("inf")))
+    neg = b.fcmp_ordered("==", ins[0], const(ctx, float("-inf")))
+    off = ir.Constant(pos.type, None)
+    return unmask(ctx, b.or_(pos if attrs["detect_positive"] else off, neg if attrs["detect_negative"] else off))
+
+
+def _celu(ctx, ins, attrs):
+    b, x, alpha = ctx.builder, ins[0], const(ctx, attrs["alpha"])
+    neg = b.fmul(alpha, vmath.emit(b, "expm1", b.fdiv(x, alpha)))
+    return b.select(b.fcmp_ordered(">", x, const(ctx, 0.0)), x, neg)
+
+
+def _prelu(ctx, ins, attrs):
+    b, x, slope = ctx.builder, ins[0], ins[1]
+    return b.select(b.fcmp_ordered("<", x, const(ctx, 0.0)), b.fmul(x, slope), x)
+
+
+def _clip(ctx, ins, attrs):
+    x = ins[0]
+    if len(ins) > 1:
+        x = intrinsic(ctx, "llvm.maximum", x, ins[1])
+    if len(ins) > 2:
+        x = intrinsic(ctx, "llvm.minimum", x, ins[2])
+    return x
+
+
+def _softsign(ctx, ins, attrs):
+    b = ctx.builder
+    return b.fdiv(ins[0], b.fadd(const(ctx, 1.0), vmath.emit(b, "abs", ins[0])))
+
+
+def _thresholded_relu(ctx, ins, attrs):
+    b = ctx.builder
+    return b.select(b.fcmp_ordered(">", ins[0], const(ctx, attrs["alpha"])), ins[0], const(ctx, 0.0))
+
+
+def _gelu(ctx, ins, attrs):
+    return vmath.emit(ctx.builder, "gelu_tanh" if attrs.get("approximate") == "tanh" else "gelu_erf", ins[0])
+
+
+COMPUTE: dict[str, Callable[[KernelContext, Values, dict], ir.Value]] = {
+    "Add": lambda c, i, a: c.builder.fadd(i[0], i[1]),
+    "Sub": lambda c, i, a: c.builder.fsub(i[0], i[1]),
+    "Mul": lambda c, i, a: c.builder.fmul(i[0], i[1]),
+    "Div": lambda c, i, a: c.builder.fdiv(i[0], i[1]),
+    "Pow": vm("pow"),
+    "PowerStatic": vm("pow_static", exponent="power"),
+    "Max": chain("llvm.maximum"),
+    "Min": chain("llvm.minimum"),
+    "Neg": vm("neg"), "Abs": vm("abs"), "Relu": vm("relu"), "Sqrt": vm("sqrt"),
+    "Reciprocal": vm("reciprocal"), "Sign": vm("sign"), "Round": vm("round_half_even"),
+    "Floor": lambda c, i, a: intrinsic(c, "llvm.floor", i[0]),
+    "Ceil": lambda c, i, a: intrinsic(c, "llvm.ceil", i[0]),
+    "Exp": vm("exp"), "Log": vm("log"), "Erf": vm("erf"),
+    "Sin": vm("sin"), "Cos": vm("cos"), "Tan": vm("tan"), "Asin": vm("asin"), "Acos": vm("acos"),
+    "Atan": vm("atan"), "Sinh": vm("sinh"), "Cosh": vm("cosh"), "Asinh": vm("asinh"),
+    "Acosh": vm("acosh"), "Atanh": vm("atanh"),
+    "Sigmoid": vm("sigmoid"), "Tanh": vm("tanh"), "Softplus": vm("softplus"), "Mish": vm("mish"),
+    "LeakyRelu": vm("leaky_relu", alpha="alpha"), "Elu": vm("elu", alpha="alpha"),
+    "Selu": vm("selu", alpha="alpha", gamma="gamma"),
+    "HardSigmoid": vm("hard_sigmoid", alpha="alpha", beta="beta"), "HardSwish": vm("hard_swish"),
+    "Celu": _celu, "PRelu": _prelu, "Clip": _clip, "Softsign": _softsign,
+    "ThresholdedRelu": _thresholded_relu, "Gelu": _gelu,
+    "Equal": fcmp("=="), "Less": fcmp("<"), "LessOrEqual": fcmp("<="), "Greater": fcmp(">"),
+    "GreaterOrEqual": fcmp(">="),
+    "And": logic("and_"), "Or": logic("or_"), "Xor": logic("xor"),
+    "Not": lambda c, i, a: unmask(c, c.builder.not_(mask(c, i[0]))),
+    "Where": lambda c, i, a: c.builder.select(mask(c, i[0]), i[1], i[2]),
+    "IsNaN": lambda c, i, a: unmask(c, c.builder.fcmp_unordered("uno", i[0], i[0])),
+    "IsInf": _is_inf,
+}
+
+
+# ---- emitters ----------------------------------------------------------------------------------------
+class ComputeEmitter(Emitter):
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        ins = [ctx.read(r) for r in expr.in_regs]
+        ctx.write(expr.out_regs[0], self.fn(ctx, ins, expr.attrs))
+
+
+class NopEmitter(Emitter):
+    """Parameter and Result: their data pointers are set by the kernel emitter."""
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        pass
+
+
+class ScalarEmitter(Emitter):
+    def emit(self, ctx: KernelContext, expr) -> None:
+        value = expr.attrs["value"]
+        if expr.dtype == "bool":
+            ctx.write(expr.out_regs[0], unmask(ctx, ir.Constant(ir.VectorType(I1, ctx.lanes), [bool(value)] * ctx.lanes)))
+        else:
+            ctx.write(expr.out_regs[0], const(ctx, value))
+
+
+def _element_type(dtype: str) -> ir.Type:
+    return I8 if dtype == "bool" else F32
+
+
+class LoadEmitter(Emitter):
+    """Loads a vector (masked in tail loops) or, with count 1, one element into lane 0."""
+
+    def __init__(self, broadcast: bool = False):
+        self.broadcast = broadcast
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        b = ctx.builder
+        buffer = tuple(expr.attrs["buffer"])
+        dtype = ctx.buffer_dtypes[buffer]
+        ety = _element_type(dtype)
+        ptr = ctx.buffer_ptr(buffer)
+        if self.broadcast or expr.attrs.get("count") == 1:
+            x = b.load(ptr, typ=ety)
+            vec = splat(b, x, ctx.lanes)
+        else:
+            vty = ir.VectorType(ety, ctx.lanes)
+            m = ctx.tail_mask() if expr.attrs.get("tail") else None
+            if m is None:
+                vec = b.load(ptr, typ=vty, align=1 if dtype == "bool" else 4)
+            else:
+                fn = ctx.intrinsic(f"llvm.masked.load.v{ctx.lanes}{'i8' if dtype == 'bool' else 'f32'}.p0",
+                                   vty, [PTR, I32, m.type, vty])
+                vec = b.call(fn, [ptr, ir.Constant(I32, 1 if dtype == "bool" else 4), m, ir.Constant(vty, None)])
+        ctx.write(expr.out_regs[0], unmask(ctx, b.icmp_signed("!=", vec, ir.Constant(vec.type, None)))
+                  if dtype == "bool" else vec)
+
+
+class StoreEmitter(Emitter):
+    def emit(self, ctx: KernelContext, expr) -> None:
+        b = ctx.builder
+        buffer = tuple(expr.attrs["buffer"])
+        dtype = ctx.buffer_dtypes[buffer]
+        value = ctx.read(expr.in_regs[0])
+        if dtype == "bool":
+            value = b.zext(mask(ctx, value), ir.VectorType(I8, ctx.lanes))
+        ptr = ctx.buffer_ptr(buffer)
+        m = ctx.tail_mask() if expr.attrs.get("tail") else None
+        if m is None:
+            b.store(value, ptr, align=1 if dtype == "bool" else 4)
+        else:
+            fn = ctx.intrinsic(f"llvm.masked.store.v{ctx.lanes}{'i8' if dtype == 'bool' else 'f32'}.p0",
+                               ir.VoidType(), [value.type, PTR, I32, m.type])
+            b.call(fn, [value, ptr, ir.Constant(I32, 1 if dtype == "bool" else 4), m])
+
+
+class BroadcastMoveEmitter(Emitter):
+    def emit(self, ctx: KernelContext, expr) -> None:
+        v = ctx.read(expr.in_regs[0])
+        lane0 = ctx.builder.extract_element(v, ir.Constant(I32, 0))
+        ctx.write(expr.out_regs[0], splat(ctx.builder, lane0, ctx.lanes))
+
+
+class SpillEmitter(Emitter):
+    def emit(self, ctx: KernelContext, expr) -> None:
+        ctx.builder.store(ctx.read(expr.in_regs[0]), _spill_slot(ctx, expr.attrs["slot"]))
+
+
+class ReloadEmitter(Emitter):
+    def emit(self, ctx: KernelContext, expr) -> None:
+        ctx.write(expr.out_regs[0], ctx.builder.load(_spill_slot(ctx, expr.attrs["slot"]), typ=ctx.vec))
+
+
+def _spill_slot(ctx: KernelContext, slot: int) -> ir.Value:
+    if slot not in ctx.spill_slots:
+        with ctx.builder.goto_block(ctx._entry):
+            ctx.builder.position_at_start(ctx._entry)
+            ctx.spill_slots[slot] = ctx.builder.alloca(ctx.vec, name=f"spill{slot}")
+    return ctx.spill_slots[slot]

@@ -1,0 +1,185 @@
+"""The LLVM KernelEmitter: one function for a whole prepared Linear IR.
+
+    void kernel(ptr ptrs, ptr dims, i64 begin, i64 end)
+
+`ptrs` holds the data pointers of the body inputs then outputs, `dims` the master shape. The kernel walks
+iterations [begin, end) of its parallel domain (the master dims in front of the loop dims): for each it
+computes every buffer's data pointer from the iteration's indices and the buffer's layout (the guide's
+KernelEmitter job), then emits the expressions in order through their emitters.
+
+Registers are modelled literally: each physical register of the Linear IR is a stack slot (`alloca`)
+the emitters read and write; LLVM's mem2reg turns them into SSA values and does the final allocation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from ...snippets.lowered.linear_ir import LinearIR
+from ...snippets.lowered.memory import stride
+from ...snippets.lowered.port import Reg
+from ...snippets.symbolic import Sym
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32 = ir.FloatType()
+PTR = ir.PointerType()
+
+
+@dataclass
+class LoopFrame:
+    loop_id: int
+    body: ir.Block
+    exit: ir.Block
+    counter: Reg | None
+    remaining: ir.Value | None = None   # tail loops: how many elements are left (<= lanes)
+
+
+@dataclass
+class KernelContext:
+    """What emitters need while emitting one kernel."""
+    lir: LinearIR
+    module: ir.Module
+    builder: ir.IRBuilder
+    lanes: int
+    dims: list[ir.Value] = field(default_factory=list)
+    slots: dict[tuple, ir.Value] = field(default_factory=dict)
+    buffer_regs: dict[tuple, Reg] = field(default_factory=dict)
+    buffer_dtypes: dict[tuple, str] = field(default_factory=dict)
+    loops: list[LoopFrame] = field(default_factory=list)
+    spill_slots: dict[int, ir.Value] = field(default_factory=dict)
+    _sym_cache: dict[Sym, ir.Value] = field(default_factory=dict)
+    _entry: ir.Block | None = None
+
+    @property
+    def vec(self) -> ir.VectorType:
+        return ir.VectorType(F32, self.lanes)
+
+    def _slot(self, key: tuple, ty: ir.Type) -> ir.Value:
+        if key not in self.slots:
+            with self.builder.goto_block(self._entry):
+                self.builder.position_at_start(self._entry)
+                self.slots[key] = self.builder.alloca(ty, name=f"{key[0]}_{key[1]}")
+        return self.slots[key]
+
+    def read(self, reg: Reg, ty: ir.Type | None = None) -> ir.Value:
+        ty = ty or self.vec
+        return self.builder.load(self._slot((str(reg), str(ty)), ty), typ=ty)
+
+    def write(self, reg: Reg, value: ir.Value) -> None:
+        self.builder.store(value, self._slot((str(reg), str(value.type)), value.type))
+
+    def sym(self, s: Sym) -> ir.Value:
+        """A runtime i64 for a polynomial over the master dims (computed once, in the entry block)."""
+        if s not in self._sym_cache:
+            b = ir.IRBuilder(self._entry)
+            b.position_before(self._entry.terminator) if self._entry.terminator else b.position_at_end(self._entry)
+            total = None
+            for mono, coef in s.terms:
+                term = ir.Constant(I64, coef)
+                for d in mono:
+                    term = b.mul(term, self.dims[d])
+                total = term if total is None else b.add(total, term)
+            self._sym_cache[s] = total if total is not None else ir.Constant(I64, 0)
+        return self._sym_cache[s]
+
+    def buffer_ptr(self, buffer: tuple) -> ir.Value:
+        return self.read(self.buffer_regs[tuple(buffer)], PTR)
+
+    def shift_buffer(self, buffer_reg: Reg, elements: ir.Value, data_size: int) -> None:
+        ptr = self.read(buffer_reg, PTR)
+        offset = self.builder.mul(elements, ir.Constant(I64, data_size))
+        self.write(buffer_reg, self.builder.gep(ptr, [offset], source_etype=I8))
+
+    def tail_mask(self) -> ir.Value | None:
+        """The lane mask of the innermost tail loop being emitted (lanes < remaining)."""
+        for frame in reversed(self.loops):
+            if frame.remaining is not None:
+                lane_ids = ir.Constant(ir.VectorType(I64, self.lanes), list(range(self.lanes)))
+                rem = splat(self.builder, frame.remaining, self.lanes)
+                return self.builder.icmp_signed("<", lane_ids, rem)
+        return None
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+
+
+def splat(builder: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
+    vec_t = ir.VectorType(scalar.type, lanes)
+    v = builder.insert_element(ir.Constant(vec_t, ir.Undefined), scalar, ir.Constant(I32, 0))
+    return builder.shuffle_vector(v, ir.Constant(vec_t, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+
+class LLVMKernelEmitter:
+    def __init__(self, lir: LinearIR, lanes: int, name: str):
+        self.lir = lir
+        self.lanes = lanes
+        self.name = name
+
+    def emit(self) -> ir.Module:
+        lir = self.lir
+        module = ir.Module(name=self.name)
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name=self.name)
+        ptrs_arg, dims_arg, begin, end = fn.args
+        entry = fn.append_basic_block("entry")
+        builder = ir.IRBuilder(entry)
+        ctx = KernelContext(lir, module, builder, self.lanes, _entry=entry)
+        rank = len(lir.master_shape)
+        ctx.dims = [builder.load(builder.gep(dims_arg, [ir.Constant(I64, d)], source_etype=I64), name=f"D{d}", typ=I64)
+                    for d in range(rank)]
+        params, results = lir.parameters(), lir.results()
+        for i, p in enumerate(params):
+            ctx.buffer_regs[("param", i)] = p.out_descs[0].reg
+            ctx.buffer_dtypes[("param", i)] = p.dtype
+        for i, r in enumerate(results):
+            ctx.buffer_regs[("result", i)] = r.in_descs[0].reg
+            ctx.buffer_dtypes[("result", i)] = r.dtype
+        preamble = [e for e in lir.expressions if e.op in ("Parameter", "Scalar") and not e.loop_ids]
+        body = [e for e in lir.expressions if e not in preamble and e.op != "Result"]
+        for e in preamble:
+            e.emitter.emit(ctx, e)
+        # the parallel domain: for it in [begin, end)
+        header = fn.append_basic_block("outer.header")
+        loop = fn.append_basic_block("outer.body")
+        done = fn.append_basic_block("outer.done")
+        it_slot = builder.alloca(I64, name="outer_it")
+        builder.store(begin, it_slot)
+        builder.branch(header)
+        builder.position_at_end(header)
+        it = builder.load(it_slot, typ=I64)
+        builder.cbranch(builder.icmp_signed("<", it, end), loop, done)
+        builder.position_at_end(loop)
+        self._set_data_pointers(ctx, ptrs_arg, it, params, results)
+        for e in body:
+            e.emitter.emit(ctx, e)
+        builder.store(builder.add(builder.load(it_slot, typ=I64), ir.Constant(I64, 1)), it_slot)
+        builder.branch(header)
+        builder.position_at_end(done)
+        builder.ret_void()
+        return module
+
+    def _set_data_pointers(self, ctx: KernelContext, ptrs_arg, it, params, results) -> None:
+        """Decompose the parallel iteration into indices and point every buffer at its first element."""
+        b = ctx.builder
+        lir = self.lir
+        idx: list[ir.Value] = []
+        rest = it
+        for d in reversed(range(lir.parallel_rank)):
+            size = ctx.dims[d]
+            idx.append(b.urem(rest, size))
+            rest = b.udiv(rest, size)
+        idx.reverse()
+        buffers = [(p.out_descs[0], ("param", i)) for i, p in enumerate(params)] + \
+                  [(r.in_descs[0], ("result", i)) for i, r in enumerate(results)]
+        for k, (desc, key) in enumerate(buffers):
+            base = b.load(b.gep(ptrs_arg, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR)
+            offset = ir.Constant(I64, 0)
+            for d in range(lir.parallel_rank):
+                if desc.shape[d] == 1:
+                    continue
+                offset = b.add(offset, b.mul(idx[d], ctx.sym(stride(lir, desc.shape, desc.layout, d))))
+            size = 1 if ctx.buffer_dtypes[key] == "bool" else 4
+            ctx.write(ctx.buffer_regs[key], b.gep(base, [b.mul(offset, ir.Constant(I64, size))], source_etype=I8))

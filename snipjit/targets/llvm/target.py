@@ -1,0 +1,48 @@
+"""The LLVM target machine: host-CPU vectors, emitters per op, JIT through llvmlite."""
+from __future__ import annotations
+
+from ..target import Emitter, KernelFunction, TargetMachine
+from . import jit
+from .emitters import (COMPUTE, BroadcastMoveEmitter, ComputeEmitter, LoadEmitter, NopEmitter, ReloadEmitter,
+                       ScalarEmitter, SpillEmitter, StoreEmitter)
+from .kernel_emitter import LLVMKernelEmitter
+from .loop_emitters import LoopBeginEmitter, LoopEndEmitter
+
+_CONTROL: dict[str, Emitter] = {
+    "Parameter": NopEmitter(), "Result": NopEmitter(), "Scalar": ScalarEmitter(),
+    "Load": LoadEmitter(), "BroadcastLoad": LoadEmitter(broadcast=True), "Store": StoreEmitter(),
+    "BroadcastMove": BroadcastMoveEmitter(), "LoopBegin": LoopBeginEmitter(), "LoopEnd": LoopEndEmitter(),
+    "Spill": SpillEmitter(), "Reload": ReloadEmitter(),
+}
+_COMPUTE: dict[str, Emitter] = {op: ComputeEmitter(fn) for op, fn in COMPUTE.items()}
+
+
+class LLVMTarget(TargetMachine):
+    name = "llvm"
+
+    def __init__(self, vector_lanes: int | None = None):
+        self.host = jit.host()
+        self._lanes = vector_lanes or self.host.vector_lanes(32)
+
+    @property
+    def vector_lanes(self) -> int:
+        return self._lanes
+
+    @property
+    def registers(self) -> dict[str, int]:
+        return {"vec": 32 if self.host.has_feature("avx512f") else 16, "gpr": 64}
+
+    def supports(self, op: str) -> bool:
+        return op in _CONTROL or op in _COMPUTE
+
+    def emitter_for(self, expr) -> Emitter:
+        return _CONTROL.get(expr.op) or _COMPUTE[expr.op]
+
+    def compile_kernel(self, lir, name: str) -> KernelFunction:
+        module = LLVMKernelEmitter(lir, self.vector_lanes, name).emit()
+        compiled = jit.compile(module)
+        fn = compiled.cfunc(name, None, *KernelFunction.ARGTYPES)
+        return KernelFunction(name, fn, str(module), compiled, compiled.asm)
+
+    def cache_key(self) -> str:
+        return f"llvm|{self.host.cpu}|{self.host.features}|{self._lanes}"

@@ -1,0 +1,66 @@
+"""The target-independent interface between the Snippets generator and a code generation backend.
+
+A `TargetMachine` tells the generator what the hardware offers (vector lanes, registers per class),
+maps each Linear IR op to an `Emitter`, and turns an emitted kernel into a callable `KernelFunction`.
+"""
+from __future__ import annotations
+
+import ctypes
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+class TargetError(RuntimeError):
+    """The target cannot compile this kernel (missing compiler, unsupported op)."""
+
+
+class Emitter(ABC):
+    """Emits the code of one expression. `ctx` is the target's kernel-building context."""
+
+    @abstractmethod
+    def emit(self, ctx: Any, expr) -> None:
+        ...
+
+
+@dataclass
+class KernelFunction:
+    """A compiled kernel: `fn(ptrs, dims, begin, end)` processes iterations [begin, end) of the parallel
+    domain; `ptrs` are the data pointers of the inputs then the outputs, `dims` the master shape."""
+    name: str
+    fn: Callable                      # ctypes function
+    source: str                       # LLVM IR or C source, for debugging
+    keepalive: Any = field(default=None, repr=False)
+    asm: Callable[[], str] | None = field(default=None, repr=False)
+
+    ARGTYPES = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+class TargetMachine(ABC):
+    name: str = ""
+
+    @property
+    @abstractmethod
+    def vector_lanes(self) -> int:
+        """f32 lanes in one vector register."""
+
+    @property
+    @abstractmethod
+    def registers(self) -> dict[str, int]:
+        """Physical registers available to kernels, per class ("vec", "gpr")."""
+
+    @abstractmethod
+    def supports(self, op: str) -> bool:
+        """Whether an emitter exists for a Linear IR op."""
+
+    @abstractmethod
+    def emitter_for(self, expr) -> Emitter:
+        ...
+
+    @abstractmethod
+    def compile_kernel(self, lir, name: str) -> KernelFunction:
+        """Emit the whole kernel for a prepared Linear IR (emitters bound) and compile it."""
+
+    def cache_key(self) -> str:
+        """What distinguishes this target's code: name, CPU and features."""
+        return self.name
