@@ -6,6 +6,8 @@ from typing import Callable
 
 from ..ir.graph import Graph
 from .infer_shapes import infer_shapes
+from .mark_skipped import mark_skipped_by_plugin
+from .tokenize import tokenize_snippets
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,9 @@ class GraphPass:
 
 
 def default_pipeline(options: dict) -> list[GraphPass]:
-    return [
-        GraphPass("InferShapes", lambda g, o: infer_shapes(g)),
-    ]
+    """Options: `fuse=False` turns off the Snippets tokenizer (every node runs on its own)."""
+    passes = [GraphPass("InferShapes", lambda g, o: infer_shapes(g))]
+    if options.get("fuse", True):
+        passes += [GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
+                   GraphPass("TokenizeSnippets", tokenize_snippets)]
+    return passes

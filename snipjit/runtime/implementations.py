@@ -7,7 +7,9 @@ in priority order (highest first) and takes the first that accepts: a generated 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 from ..ir.graph import Node
 from ..ops import get_op
@@ -47,18 +49,36 @@ def choose_implementation(node: Node, options: dict) -> tuple[str, Callable]:
     raise ValueError(f"{node.label()}: no implementation accepts this node")
 
 
-def build_reference(node: Node, options: dict) -> Callable:
-    """The op's NumPy reference kernel, with attributes resolved once at compile time."""
-    opdef = get_op(node.op, node.domain)
-    ctx = opdef.context(node, with_values=False)
-    dtypes = [o.type.dtype.np for o in node.outputs]
+class Kernel:
+    """A step's code. `kernel(inputs)` returns new output arrays; `run_into(inputs, outputs)` writes
+    into arrays the caller planned (by default through a copy: implementations override it)."""
 
-    def kernel(inputs):
-        outs = opdef.run(ctx, inputs)
-        return [o if o.dtype == dt else o.astype(dt) for o, dt in zip(outs, dtypes)]
-    return kernel
+    def __call__(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def run_into(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
+        for out, result in zip(outputs, self(inputs)):
+            np.copyto(out, result.reshape(out.shape))
+
+
+class ReferenceKernel(Kernel):
+    """The op's NumPy reference kernel, with attributes resolved once at compile time."""
+
+    def __init__(self, node: Node):
+        self.opdef = get_op(node.op, node.domain)
+        self.ctx = self.opdef.context(node, with_values=False)
+        self.dtypes = [o.type.dtype.np for o in node.outputs]
+
+    def __call__(self, inputs):
+        outs = self.opdef.run(self.ctx, inputs)
+        return [o if o.dtype == dt else o.astype(dt) for o, dt in zip(outs, self.dtypes)]
+
+
+def build_reference(node: Node, options: dict) -> Kernel:
+    return ReferenceKernel(node)
 
 
 register_implementation(Implementation("reference", 0, lambda node, options: True, build_reference))
 
-__all__ = ["Implementation", "NotApplicable", "register_implementation", "choose_implementation"]
+__all__ = ["Implementation", "Kernel", "ReferenceKernel", "NotApplicable", "register_implementation",
+           "choose_implementation"]

@@ -1,19 +1,25 @@
 """The compiled program: one chosen implementation per node, shared by all requests.
 
-Values are numbered into slots; a request holds one array per slot, so running a step is a list lookup
-for its inputs, a call, and a store of its outputs. Constants live in the program and are never copied.
+Values are numbered into slots. For each signature of input shapes the program resolves every slot's
+type (`resolver.resolve`) and plans an arena (`memory_planner`): which slots are views of others
+(Reshape-like ops), which live in the arena at which offset, which escape as graph outputs. Requests bind
+that plan to their own arena once per signature, so a run only moves pointers and calls kernels.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from ..ir.graph import Graph, Node, Value
-from .implementations import choose_implementation
+from ..ir.graph import Graph, Node, TensorType, Value
+from .implementations import Kernel, choose_implementation
+from .memory_planner import BufferRequest, MemoryPlan, solve_buffer_memory
+from .resolver import Resolution, resolve
 
-Kernel = Callable[[Sequence[np.ndarray | None]], list[np.ndarray]]
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+SMALL_OUTPUT = 4096   # elements: outputs this small are allocated by the kernel, not planned
 
 
 @dataclass
@@ -29,8 +35,24 @@ class Step:
     def name(self) -> str:
         return self.node.name or self.node.outputs[0].name
 
+    @property
+    def is_view(self) -> bool:
+        return self.node.op in VIEW_OPS and len(self.out_slots) == 1
+
     def __repr__(self) -> str:
         return f"Step({self.kind}: {'+'.join(self.ops)} -> {', '.join(o.name for o in self.node.outputs)})"
+
+
+@dataclass
+class ResolvedPlan:
+    """Everything about one input-shape signature that requests share."""
+    resolution: Resolution
+    modes: list[str]                       # per step: "skip", "view", "into", "call"
+    memory: MemoryPlan
+    arena_slots: dict[int, tuple[int, TensorType]]   # slot -> (offset, type)
+    view_of: dict[int, int]                # view slot -> the slot it views
+    escaping: dict[int, TensorType | None]           # roots of graph outputs -> type (None: unknown)
+    activation_bytes: int                  # all intermediate values, without reuse
 
 
 @dataclass
@@ -41,10 +63,12 @@ class Program:
     constants: list[tuple[int, np.ndarray]]   # (slot, data), loaded once into every request
     input_slots: list[int]
     output_slots: list[int]
-    num_slots: int = field(default=0)
+    num_slots: int = 0
+    _plans: dict[tuple, ResolvedPlan] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
-    def build(graph: Graph, options: dict) -> "Program":
+    def build(graph: Graph, options: dict, choose=choose_implementation) -> "Program":
         slots: dict[int, int] = {}
 
         def slot(v: Value | None) -> int:
@@ -56,11 +80,75 @@ class Program:
         constants = [(slot(v), v.data) for v in graph.constants]
         steps = []
         for node in graph.nodes:
-            kind, kernel = choose_implementation(node, options)
+            kind, kernel = choose(node, options)
             steps.append(Step(kind, covered_ops(node), node, kernel,
                               [slot(v) for v in node.inputs], [slot(v) for v in node.outputs]))
         output_slots = [slot(v) for v in graph.outputs]
         return Program(graph, steps, slots, constants, input_slots, output_slots, len(slots))
+
+    def plan_for(self, input_types: Sequence[TensorType]) -> ResolvedPlan:
+        key = tuple((t.dtype.name, t.shape) for t in input_types)
+        plan = self._plans.get(key)
+        if plan is None:
+            with self._lock:
+                plan = self._plans.get(key)
+                if plan is None:
+                    plan = self._plans[key] = self._plan(list(input_types))
+        return plan
+
+    def _plan(self, input_types: list[TensorType]) -> ResolvedPlan:
+        res = resolve(self, input_types)
+        types = res.types
+        fixed = set(res.values) | set(self.input_slots) | {s for s, _ in self.constants}
+        view_of: dict[int, int] = {}
+        modes: list[str] = []
+        for i, step in enumerate(self.steps):
+            if i in res.skipped:
+                modes.append("skip")
+            elif step.is_view and types[step.out_slots[0]] is not None:
+                view_of[step.out_slots[0]] = step.in_slots[0]
+                modes.append("view")
+            elif all(types[s] is not None for s in step.out_slots):
+                small = all(_numel(types[s]) <= SMALL_OUTPUT for s in step.out_slots)
+                modes.append("call" if small else "into")
+            else:
+                modes.append("call")
+
+        def root(s: int) -> int:
+            while s in view_of:
+                s = view_of[s]
+            return s
+
+        escaping = {root(s): types[root(s)] for s in self.output_slots if root(s) not in fixed}
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            if modes[i] == "into":
+                for s in step.out_slots:
+                    first.setdefault(s, i)
+                    last.setdefault(s, i)
+            for s in step.in_slots:
+                r = root(s) if s >= 0 else -1
+                if r in first:
+                    last[r] = max(last[r], i)
+        requests = [BufferRequest(s, _nbytes(types[s]), first[s], last[s])
+                    for s in first if s not in escaping]
+        memory = solve_buffer_memory(requests)
+        arena_slots = {r.key: (memory.offsets[r.key], types[r.key]) for r in requests}
+        activation_bytes = sum(_nbytes(t) for i, t in enumerate(types)
+                               if t is not None and i not in fixed and i not in view_of)
+        return ResolvedPlan(res, modes, memory, arena_slots, view_of, escaping, activation_bytes)
+
+
+def _numel(t: TensorType) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    return n
+
+
+def _nbytes(t: TensorType) -> int:
+    return _numel(t) * t.dtype.itemsize
 
 
 def covered_ops(node: Node) -> list[str]:

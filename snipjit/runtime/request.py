@@ -1,59 +1,155 @@
-"""A request (stream): one program's state for one thread — slot storage and the run loop."""
+"""A request (stream): one program's state for one thread — its arena and the run loop.
+
+Binding a resolved plan to a request allocates the request's arena and turns every planned slot into an
+array view of it, once per input-shape signature. A run then fills the input slots, gives the graph
+outputs their buffers (the caller's, or last run's when the caller let go of them, or new ones), and
+calls each step's kernel with prepared argument lists.
+"""
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
+from ..ir.graph import TensorType
 from ..ops.registry import OpError
 from .feeds import FeedError, check_feeds
-from .program import Program
+from .program import Program, ResolvedPlan
 
 
 class ExecutionError(RuntimeError):
     """A step failed at run time; the message names the step."""
 
 
+@dataclass
+class BoundPlan:
+    plan: ResolvedPlan
+    arena: np.ndarray
+    slots: list                                  # the request's slot array for this signature
+    calls: list[tuple]                           # (mode, kernel, in_slots, out_slots, step, out_shapes)
+
+
 class Request:
     def __init__(self, program: Program):
         self.program = program
-        self._slots: list[np.ndarray | None] = [None] * program.num_slots
-        for slot, data in program.constants:
-            self._slots[slot] = data
+        self._bound: dict[tuple, BoundPlan] = {}
+        self._last_outputs: dict[int, np.ndarray] = {}
+        self._output_names = [v.name for v in program.graph.outputs]
+
+    @property
+    def arena_bytes(self) -> int:
+        return sum(b.arena.nbytes for b in self._bound.values())
 
     def run(self, feeds: Mapping[str, object], outputs: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
         """Run the program on `feeds`; returns the outputs in graph order. Arrays given in `outputs`
         (by output name) receive the results and are returned in their place."""
         p = self.program
         arrays, _ = check_feeds(p.graph.inputs, feeds)
-        slots = self._slots
+        key = tuple(a.shape for a in arrays)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bound[key] = self._bind(arrays)
+        slots = bound.slots
         for s, a in zip(p.input_slots, arrays):
             slots[s] = a
+        given = self._caller_buffers(outputs, bound.plan)
+        for s, t in bound.plan.escaping.items():
+            slots[s] = given[s] if s in given else self._recycle(s, t)
         try:
-            for step in p.steps:
-                try:
-                    results = step.kernel([slots[i] if i >= 0 else None for i in step.in_slots])
-                except (OpError, FeedError):
-                    raise
-                except Exception as e:  # name the step instead of a bare NumPy error
-                    raise ExecutionError(f"step {step.kind} {step.node.label()} failed: {type(e).__name__}: {e}") from e
-                for s, r in zip(step.out_slots, results):
-                    slots[s] = r
-            result = [slots[s] for s in p.output_slots]
+            self._execute(bound)
+            result = [slots[s] if s in bound.plan.escaping or s in bound.plan.view_of or s in p.input_slots
+                      else np.array(slots[s]) for s in p.output_slots]   # constants: hand out copies
         finally:
-            self._release()
+            for s in p.input_slots:
+                slots[s] = None
+            for s in bound.plan.escaping:
+                slots[s] = None
+        for s, r in zip(p.output_slots, result):
+            if s in bound.plan.escaping:
+                self._last_outputs[s] = r
         if outputs:
-            result = self._write_outputs(result, outputs)
+            result = self._copy_into_caller(result, outputs)
         return result
 
-    def _write_outputs(self, result: list[np.ndarray], outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        names = [v.name for v in self.program.graph.outputs]
-        unknown = set(outputs) - set(names)
+    def _execute(self, bound: BoundPlan) -> None:
+        slots = bound.slots
+        for mode, kernel, ins, outs, step, shapes in bound.calls:
+            args = [slots[i] if i >= 0 else None for i in ins]
+            try:
+                if mode == "into":
+                    kernel.run_into(args, [slots[o] for o in outs])
+                elif mode == "view":
+                    slots[outs[0]] = args[0].reshape(shapes[0])
+                else:
+                    for o, r in zip(outs, kernel(args)):
+                        slots[o] = r
+            except (OpError, FeedError):
+                raise
+            except Exception as e:  # name the step instead of a bare NumPy error
+                raise ExecutionError(f"step {step.kind} {step.node.label()} failed: {type(e).__name__}: {e}") from e
+
+    def _bind(self, arrays: list[np.ndarray]) -> BoundPlan:
+        p = self.program
+        plan = p.plan_for([TensorType.of(a.dtype, a.shape) for a in arrays])
+        arena = np.empty(plan.memory.arena_size, np.uint8)
+        slots: list = [None] * p.num_slots
+        for s, data in p.constants:
+            slots[s] = data
+        for s, v in plan.resolution.values.items():
+            slots[s] = v
+        for s, (offset, t) in plan.arena_slots.items():
+            n = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+            slots[s] = arena[offset:offset + n].view(t.dtype.np).reshape(t.shape)
+        calls = []
+        types = plan.resolution.types
+        for step, mode in zip(p.steps, plan.modes):
+            if mode == "skip":
+                continue
+            if mode == "view" and all(slots[i] is not None for i in step.in_slots if i >= 0) and \
+                    step.in_slots[0] not in plan.escaping and step.in_slots[0] not in p.input_slots:
+                slots[step.out_slots[0]] = slots[step.in_slots[0]].reshape(types[step.out_slots[0]].shape)
+                continue   # a view of arena memory: made once here, nothing to do per run
+            shapes = [types[s].shape if types[s] is not None else None for s in step.out_slots]
+            out_mode = "into" if mode == "into" or (mode == "call" and all(s in plan.escaping and
+                                                                           types[s] is not None
+                                                                           for s in step.out_slots)) else mode
+            calls.append((out_mode, step.kernel, step.in_slots, step.out_slots, step, shapes))
+        return BoundPlan(plan, arena, slots, calls)
+
+    def _recycle(self, slot: int, t: TensorType | None) -> np.ndarray | None:
+        """Last run's output buffer when nobody else holds it any more, else a new one."""
+        if t is None:
+            return None
+        old = self._last_outputs.get(slot)
+        if old is not None and sys.getrefcount(old) <= 3 and old.shape == t.shape and old.dtype == t.dtype.np:
+            return old
+        return np.empty(t.shape, t.dtype.np)
+
+    def _caller_buffers(self, outputs: Mapping[str, np.ndarray] | None, plan: ResolvedPlan) -> dict[int, np.ndarray]:
+        """Caller buffers that outputs can be computed into directly (others are copied at the end)."""
+        if not outputs:
+            return {}
+        unknown = set(outputs) - set(self._output_names)
         if unknown:
-            raise FeedError(f"unknown output(s) {sorted(unknown)}; the model's outputs are {names}")
-        for i, name in enumerate(names):
+            raise FeedError(f"unknown output(s) {sorted(unknown)}; the model's outputs are {self._output_names}")
+        given = {}
+        for name, s in zip(self._output_names, self.program.output_slots):
+            buf, t = outputs.get(name), plan.escaping.get(s)
+            if buf is None or t is None:
+                continue
+            if not isinstance(buf, np.ndarray) or buf.shape != t.shape or buf.dtype != t.dtype.np:
+                raise FeedError(f"output buffer '{name}' must be {t.dtype.np}{list(t.shape)}, got "
+                                f"{getattr(buf, 'dtype', type(buf).__name__)}{list(getattr(buf, 'shape', []))}")
+            if buf.flags.c_contiguous and buf.flags.writeable:
+                given[s] = buf
+        return given
+
+    def _copy_into_caller(self, result: list[np.ndarray], outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        for i, name in enumerate(self._output_names):
             buf = outputs.get(name)
-            if buf is None:
+            if buf is None or buf is result[i]:
                 continue
             if buf.shape != result[i].shape or buf.dtype != result[i].dtype:
                 raise FeedError(f"output buffer '{name}' must be {result[i].dtype}{list(result[i].shape)}, "
@@ -61,10 +157,3 @@ class Request:
             np.copyto(buf, result[i])
             result[i] = buf
         return result
-
-    def _release(self) -> None:
-        """Drop references to activations so their memory is freed between runs."""
-        keep = {s for s, _ in self.program.constants}
-        for i in range(len(self._slots)):
-            if i not in keep:
-                self._slots[i] = None

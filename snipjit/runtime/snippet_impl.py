@@ -17,19 +17,21 @@ from ..ir.graph import Node
 from ..snippets.compiler import CompiledSnippet, compile_subgraph
 from ..snippets.lowered.linear_ir import LinearIRError
 from ..targets.target import TargetError
-from .implementations import Implementation, NotApplicable, build_reference, register_implementation
+from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
 from .thread_pool import get_pool
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
 
 
-class SnippetKernel:
+class SnippetKernel(Kernel):
     def __init__(self, node: Node, compiled: CompiledSnippet, fallback):
         self.node = node
         self.compiled = compiled
         self.fallback = fallback
         self.rank = len(compiled.master_shape)
         self.out_dtypes = [o.type.dtype.np for o in node.outputs]
+        self.out_ranks = [len(o.type.shape) for o in node.outputs]
+        self.out_broadcast = [[d == 1 for d in v.type.shape] for v in compiled.body.outputs]
         self.fn = compiled.kernel.fn
         self.calls = 0
 
@@ -57,13 +59,21 @@ class SnippetKernel:
         master = self.master_shape(arrays)
         if master is None:
             return self.fallback(inputs)
-        outs = [np.empty(master, dt) for dt in self.out_dtypes]
-        if 0 in master:
-            return outs
-        self.run_into(arrays, outs, master)
-        return outs
+        outs = [np.empty(tuple(1 if b else n for b, n in zip(bcast, master)), dt)
+                 for bcast, dt in zip(self.out_broadcast, self.out_dtypes)]
+        if 0 not in master:
+            self._launch(arrays, outs, master)
+        return [o.reshape(o.shape[self.rank - r:]) for o, r in zip(outs, self.out_ranks)]
 
-    def run_into(self, arrays: Sequence[np.ndarray], outs: Sequence[np.ndarray], master: tuple[int, ...]) -> None:
+    def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in inputs]
+        master = self.master_shape(arrays)
+        if master is None:
+            super().run_into(inputs, outputs)
+        elif 0 not in master:
+            self._launch(arrays, outputs, master)
+
+    def _launch(self, arrays: Sequence[np.ndarray], outs: Sequence[np.ndarray], master: tuple[int, ...]) -> None:
         ptrs = (ctypes.c_void_p * (len(arrays) + len(outs)))(*[a.ctypes.data for a in arrays],
                                                               *[o.ctypes.data for o in outs])
         dims = (ctypes.c_int64 * self.rank)(*master)

@@ -9,10 +9,9 @@ from __future__ import annotations
 from ..ir.dtypes import boolean, f32
 from ..ir.graph import Node
 
-# op type -> number of inputs that take data (extra inputs must be compile-time scalars)
 ELEMENTWISE_OPS: frozenset[str] = frozenset({
     # arithmetic
-    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Neg", "Abs", "Reciprocal", "Sqrt", "Sign",
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Neg", "Abs", "Reciprocal", "Sqrt", "Sign",
     "Floor", "Ceil", "Round", "Exp", "Log", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
     "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     # activations
@@ -30,7 +29,7 @@ def is_supported(node: Node) -> bool:
         return False
     for v in list(node.inputs) + list(node.outputs):
         if v is None:
-            continue
+            return False  # kernels have no optional inputs
         if v.type is None or v.type.shape is None or v.type.dtype not in (f32, boolean):
             return False
     return True
