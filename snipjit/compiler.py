@@ -11,7 +11,7 @@ import numpy as np
 
 from .ir.graph import Graph
 from .passes.pipeline import GraphPass, default_pipeline
-from .runtime import snippet_impl  # noqa: F401  (registers the snippet implementation)
+from .runtime import blas_impl, snippet_impl  # noqa: F401  (register the implementations)
 from .runtime.program import Program, Step
 from .runtime.request import Request
 

@@ -84,6 +84,7 @@ class Program:
             steps.append(Step(kind, covered_ops(node), node, kernel,
                               [slot(v) for v in node.inputs], [slot(v) for v in node.outputs]))
         output_slots = [slot(v) for v in graph.outputs]
+        steps = absorb_epilogues(steps, graph)
         return Program(graph, steps, slots, constants, input_slots, output_slots, len(slots))
 
     def plan_for(self, input_types: Sequence[TensorType]) -> ResolvedPlan:
@@ -138,6 +139,30 @@ class Program:
         activation_bytes = sum(_nbytes(t) for i, t in enumerate(types)
                                if t is not None and i not in fixed and i not in view_of)
         return ResolvedPlan(res, modes, memory, arena_slots, view_of, escaping, activation_bytes)
+
+
+def absorb_epilogues(steps: list[Step], graph: Graph) -> list[Step]:
+    """Let kernels that can (BLAS) take the epilogue nodes the markup pass left to them: a skipped node
+    whose data input is a step's single-use output joins that step, which then writes its output."""
+    uses = graph.consumers()
+    outputs = set(map(id, graph.outputs))
+    by_output = {id(step.node.outputs[0]): step for step in steps if step.node.outputs}
+    absorbed: set[int] = set()
+    for step in steps:
+        if not step.node.meta.get("skipped_by_plugin"):
+            continue
+        for i, v in enumerate(step.node.inputs):
+            owner = by_output.get(id(v)) if v is not None else None
+            if (owner is None or not hasattr(owner.kernel, "absorb") or id(v) in outputs
+                    or len(uses.get(v, ())) != 1 or owner.out_slots[0] != step.in_slots[i]):
+                continue
+            if owner.kernel.absorb(step.node, i):
+                owner.ops.append(step.node.op)
+                owner.out_slots = list(step.out_slots)
+                by_output[id(step.node.outputs[0])] = owner
+                absorbed.add(id(step))
+                break
+    return [s for s in steps if id(s) not in absorbed]
 
 
 def _numel(t: TensorType) -> int:

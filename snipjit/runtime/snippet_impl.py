@@ -17,6 +17,7 @@ from ..ir.graph import Node
 from ..snippets.compiler import CompiledSnippet, compile_subgraph
 from ..snippets.lowered.linear_ir import LinearIRError
 from ..targets.target import TargetError
+from .kernel_cache import cache_key, get_kernel_cache
 from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
 from .thread_pool import get_pool
 
@@ -31,7 +32,7 @@ class SnippetKernel(Kernel):
         self.rank = len(compiled.master_shape)
         self.out_dtypes = [o.type.dtype.np for o in node.outputs]
         self.out_ranks = [len(o.type.shape) for o in node.outputs]
-        self.out_broadcast = [[d == 1 for d in v.type.shape] for v in compiled.body.outputs]
+        self.out_broadcast = [[d == 1 for d in shape] for shape in compiled.output_shapes]
         self.fn = compiled.kernel.fn
         self.calls = 0
 
@@ -91,16 +92,14 @@ class SnippetKernel(Kernel):
 def build_snippet(node: Node, options: dict):
     from ..targets import get_target
     target = get_target(options.get("target"))
+    body, loop_depth = node.attrs["body"], options.get("loop_depth", 1)
+    key = cache_key(body, target, {"loop_depth": loop_depth})
     try:
-        compiled = compile_subgraph(node.attrs["body"], target, name=_kernel_name(node),
-                                    loop_depth=options.get("loop_depth", 1))
+        compiled = get_kernel_cache().get_or_compile(
+            key, target, lambda: compile_subgraph(body, target, name="kernel_" + key[:16], loop_depth=loop_depth))
     except (LinearIRError, TargetError) as e:
         raise NotApplicable(str(e)) from e
     return SnippetKernel(node, compiled, build_reference(node, options))
-
-
-def _kernel_name(node: Node) -> str:
-    return "".join(c if c.isalnum() else "_" for c in (node.name or "subgraph")) or "kernel"
 
 
 register_implementation(Implementation("snippet", 100, lambda node, options: node.op == "Subgraph", build_snippet))

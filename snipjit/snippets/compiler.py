@@ -19,11 +19,23 @@ Observer = Callable[[str, str, object], None]
 @dataclass
 class CompiledSnippet:
     kernel: KernelFunction
-    body: Graph                  # the optimized body (rank-aligned)
     master_shape: tuple          # symbolic master shape at compile time
     parallel_rank: int           # leading master dims the kernel's parallel domain covers
     input_shapes: list[tuple]    # rank-aligned compile-time shapes of the body inputs
+    output_shapes: list[tuple]   # rank-aligned compile-time shapes of the body outputs
     linear_ir: str               # the final Linear IR, for explain()
+
+    def metadata(self) -> dict:
+        """Everything but the kernel, as JSON-able data (for the disk cache)."""
+        return {"master_shape": list(self.master_shape), "parallel_rank": self.parallel_rank,
+                "input_shapes": [list(s) for s in self.input_shapes],
+                "output_shapes": [list(s) for s in self.output_shapes], "linear_ir": self.linear_ir}
+
+    @staticmethod
+    def from_metadata(kernel: KernelFunction, meta: dict) -> "CompiledSnippet":
+        return CompiledSnippet(kernel, tuple(meta["master_shape"]), meta["parallel_rank"],
+                               [tuple(s) for s in meta["input_shapes"]],
+                               [tuple(s) for s in meta["output_shapes"]], meta["linear_ir"])
 
 
 def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", loop_depth: int = 1,
@@ -36,5 +48,6 @@ def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", l
     lir = LinearIR.from_body(optimized, target.vector_lanes)
     control_flow_pipeline(loop_depth, control_flow_passes).run_all(lir, watch("control_flow"))
     kernel = Generator(target).generate(lir, name, watch("generator"))
-    return CompiledSnippet(kernel, optimized, lir.master_shape, lir.parallel_rank,
-                           [v.type.shape for v in optimized.inputs], lir.debug_print())
+    return CompiledSnippet(kernel, lir.master_shape, lir.parallel_rank,
+                           [v.type.shape for v in optimized.inputs], [v.type.shape for v in optimized.outputs],
+                           lir.debug_print())

@@ -64,3 +64,11 @@ class TargetMachine(ABC):
     def cache_key(self) -> str:
         """What distinguishes this target's code: name, CPU and features."""
         return self.name
+
+    def kernel_binary(self, kernel: KernelFunction) -> bytes | None:
+        """The kernel's machine code as bytes for the disk cache (None: this target does not cache)."""
+        return None
+
+    def load_kernel(self, data: bytes, name: str) -> KernelFunction:
+        """A kernel from bytes `kernel_binary` gave (raises if they are not usable)."""
+        raise TargetError(f"target {self.name} cannot load cached kernels")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..target import Emitter, KernelFunction, TargetMachine
 from . import jit
+from .objects import compile_to_object, load_object
 from .emitters import (COMPUTE, BroadcastMoveEmitter, ComputeEmitter, LoadEmitter, NopEmitter, ReloadEmitter,
                        ScalarEmitter, SpillEmitter, StoreEmitter)
 from .kernel_emitter import LLVMKernelEmitter
@@ -40,9 +41,23 @@ class LLVMTarget(TargetMachine):
 
     def compile_kernel(self, lir, name: str) -> KernelFunction:
         module = LLVMKernelEmitter(lir, self.vector_lanes, name).emit()
-        compiled = jit.compile(module)
-        fn = compiled.cfunc(name, None, *KernelFunction.ARGTYPES)
-        return KernelFunction(name, fn, str(module), compiled, compiled.asm)
+        data, optimized = compile_to_object(module)
+        kernel = self.load_kernel(data, name)
+        kernel.source = str(module)
+        kernel.asm = lambda: _assembly(optimized)
+        return kernel
+
+    def kernel_binary(self, kernel: KernelFunction) -> bytes | None:
+        return kernel.keepalive.data
+
+    def load_kernel(self, data: bytes, name: str) -> KernelFunction:
+        loaded = load_object(data)
+        return KernelFunction(name, loaded.cfunc(name, None, *KernelFunction.ARGTYPES), "", loaded)
 
     def cache_key(self) -> str:
         return f"llvm|{self.host.cpu}|{self.host.features}|{self._lanes}"
+
+
+def _assembly(optimized_ir: str) -> str:
+    import llvmlite.binding as llvm
+    return jit.create_target_machine().emit_assembly(llvm.parse_assembly(optimized_ir))
