@@ -11,7 +11,7 @@ from ..ir.graph import Node
 
 ELEMENTWISE_OPS: frozenset[str] = frozenset({
     # arithmetic
-    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Neg", "Abs", "Reciprocal", "Sqrt", "Sign",
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Neg", "Abs", "Reciprocal", "Sqrt", "Sign",
     "Floor", "Ceil", "Round", "Exp", "Log", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
     "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     # activations

@@ -131,7 +131,7 @@ class LinearIR:
         for i, conn in enumerate(last.outputs):
             for port in list(conn.consumers):
                 self.reconnect(port, new.output_port(i))
-        for e in old:
+        for e in reversed(old):   # consumers first, so each removed expression is unused by then
             self.remove(e)
         self.expressions.insert(position, new)
         return new

@@ -63,12 +63,12 @@ def logic(op: str) -> Callable:
     return fn
 
 
-def chain(name: str) -> Callable:
-    """A variadic op (Max/Min of n inputs) as a chain of a binary intrinsic."""
+def chain(combine: Callable[[KernelContext, ir.Value, ir.Value], ir.Value]) -> Callable:
+    """A variadic op (Sum/Max/Min of n inputs) as a chain of a binary operation."""
     def fn(ctx: KernelContext, ins: Values, attrs: dict) -> ir.Value:
         acc = ins[0]
         for v in ins[1:]:
-            acc = intrinsic(ctx, name, acc, v)
+            acc = combine(ctx, acc, v)
         return acc
     return fn
 
@@ -122,8 +122,9 @@ COMPUTE: dict[str, Callable[[KernelContext, Values, dict], ir.Value]] = {
     "Div": lambda c, i, a: c.builder.fdiv(i[0], i[1]),
     "Pow": vm("pow"),
     "PowerStatic": vm("pow_static", exponent="power"),
-    "Max": chain("llvm.maximum"),
-    "Min": chain("llvm.minimum"),
+    "Max": chain(lambda c, a, b: intrinsic(c, "llvm.maximum", a, b)),
+    "Min": chain(lambda c, a, b: intrinsic(c, "llvm.minimum", a, b)),
+    "Sum": chain(lambda c, a, b: c.builder.fadd(a, b)),
     "Neg": vm("neg"), "Abs": vm("abs"), "Relu": vm("relu"), "Sqrt": vm("sqrt"),
     "Reciprocal": vm("reciprocal"), "Sign": vm("sign"), "Round": vm("round_half_even"),
     "Floor": lambda c, i, a: intrinsic(c, "llvm.floor", i[0]),
