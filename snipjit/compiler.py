@@ -67,8 +67,10 @@ class CompiledModel:
             req = self._local.request = self.create_request()
         return req.run(feeds, outputs)
 
-    def explain(self, show_passes: bool = True) -> str:
-        """The graph before and after each pass, and the plan with each step's implementation."""
+    def explain(self, show_passes: bool = True, kernels: bool = False) -> str:
+        """The graph before and after each pass, the plan with each step's implementation, the memory
+        plan of each input-shape signature resolved so far (static models: resolved at compile time),
+        and with `kernels=True` the final Linear IR of every generated kernel."""
         lines = ["== source graph ==", self.history[0].graph_text if self.history else str(self.source)]
         if show_passes:
             for rec in self.history[1:]:
@@ -81,6 +83,18 @@ class CompiledModel:
         for i, s in enumerate(self.program.steps):
             outs = ", ".join(f"{o.name}: {o.type}" for o in s.node.outputs)
             lines.append(f"{i:4d} {s.kind:<10} {'+'.join(s.ops):<40} -> {outs}")
+        lines.append("== memory ==")
+        for key, plan in self.program.plans().items():
+            shapes = ", ".join(f"{n}{list(shape)}" for n, (_, shape) in zip(self.input_names, key))
+            lines.append(f"inputs {shapes}: arena {plan.memory.arena_size / 2**20:.2f} MiB for "
+                         f"{plan.activation_bytes / 2**20:.2f} MiB of activations "
+                         f"({len(plan.arena_slots)} planned buffers, {len(plan.view_of)} views, "
+                         f"{len(plan.resolution.skipped)} shape steps resolved)")
+        if kernels:
+            for i, s in enumerate(self.program.steps):
+                compiled = getattr(s.kernel, "compiled", None)
+                if compiled is not None:
+                    lines += [f"== kernel of step {i} ({s.kernel.compiled.kernel.name}) ==", compiled.linear_ir]
         return "\n".join(lines)
 
 
@@ -97,6 +111,8 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
         graph = p.run(graph, options) or graph
         history.append(PassRecord(p.name, time.perf_counter() - t0, str(graph)))
     program = Program.build(graph, options)
+    if all(v.type.is_static for v in graph.inputs):
+        program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now
     return CompiledModel(source, graph, program, history, options)
 
 

@@ -87,6 +87,11 @@ class Program:
         steps = absorb_epilogues(steps, graph)
         return Program(graph, steps, slots, constants, input_slots, output_slots, len(slots))
 
+    def plans(self) -> dict[tuple, ResolvedPlan]:
+        """The plans resolved so far, by input signature ((dtype, shape) per input)."""
+        with self._lock:
+            return dict(self._plans)
+
     def plan_for(self, input_types: Sequence[TensorType]) -> ResolvedPlan:
         key = tuple((t.dtype.name, t.shape) for t in input_types)
         plan = self._plans.get(key)
