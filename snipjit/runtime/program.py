@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, TensorType, Value
 from .implementations import Kernel, choose_implementation
+from .progress import Progress
 from .memory_planner import BufferRequest, MemoryPlan, solve_buffer_memory
 from .resolver import Resolution, resolve
 
@@ -79,10 +80,13 @@ class Program:
         input_slots = [slot(v) for v in graph.inputs]
         constants = [(slot(v), v.data) for v in graph.constants]
         steps = []
+        progress = Progress(len(graph.nodes), "snipjit: compiling steps")
         for node in graph.nodes:
             kind, kernel = choose(node, options)
             steps.append(Step(kind, covered_ops(node), node, kernel,
                               [slot(v) for v in node.inputs], [slot(v) for v in node.outputs]))
+            progress.advance()
+        progress.close()
         output_slots = [slot(v) for v in graph.outputs]
         steps = absorb_epilogues(steps, graph)
         return Program(graph, steps, slots, constants, input_slots, output_slots, len(slots))
