@@ -12,7 +12,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..ir.dtypes import DType, bf16, boolean, dtype as to_dtype, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
+from ..ir.dtypes import (DType, bf16, boolean, dtype as to_dtype, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
+                         u64)
 from ..ir.graph import Node, TensorType, Value
 from ..ir.shape import Shape, ShapeError, broadcast_shapes, normalize_axis, shape_str
 from .registry import Category, OpContext, OpError, get_op, infer_node, register

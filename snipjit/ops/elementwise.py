@@ -16,8 +16,6 @@ from .common import (BOOL, FLOATS, INTS, NUMERIC, SIGNED, binary, broadcast_infe
                      check_dtypes, comparison, one_of, unary, unidirectional, upcast, variadic)
 from .registry import REQUIRED, Category, OpContext, register
 
-ALL = NUMERIC | BOOL
-
 
 # ---- arithmetic ----------------------------------------------------------------------------------
 def _divide(a, b):
@@ -112,7 +110,8 @@ unary("Sigmoid", lambda x: 1 / (1 + np.exp(-x)), dtypes=FLOATS)
 unary("Softplus", _softplus, dtypes=FLOATS)
 unary("Softsign", lambda x: x / (1 + np.abs(x)), dtypes=FLOATS)
 unary("Mish", lambda x: x * np.tanh(_softplus(x)), dtypes=FLOATS)
-unary("Gelu", _gelu, attrs={"approximate": "none"}, dtypes=FLOATS, check=one_of("approximate", ("none", "tanh")))
+unary("Gelu", _gelu, attrs={"approximate": "none"}, dtypes=FLOATS,
+      check=one_of("approximate", ("none", "tanh")))
 unary("ThresholdedRelu", lambda x, alpha: np.where(x > alpha, x, 0), attrs={"alpha": 1.0}, dtypes=FLOATS)
 unary("Shrink", lambda x, bias, lambd: np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)),
       attrs={"bias": 0.0, "lambd": 0.5}, dtypes=NUMERIC)
@@ -138,7 +137,7 @@ def prelu(ctx: OpContext, x, slope):
 
 
 # ---- comparisons, logic and bits -----------------------------------------------------------------
-comparison("Equal", np.equal, dtypes=ALL | {string})
+comparison("Equal", np.equal, dtypes=NUMERIC | BOOL | {string})
 comparison("Less", np.less, dtypes=NUMERIC)
 comparison("LessOrEqual", np.less_equal, dtypes=NUMERIC)
 comparison("Greater", np.greater, dtypes=NUMERIC)

@@ -14,7 +14,8 @@ import numpy as np
 from ..ir.dtypes import DType, dtype as to_dtype
 from ..ir.graph import TensorType
 from ..ir.shape import Shape, shape_str
-from .common import FLOATS, axis_of, check_broadcast, check_dtypes, compute_dtype, one_of, unidirectional, upcast
+from .common import (FLOATS, axis_of, check_broadcast, check_dtypes, compute_dtype, one_of, unidirectional,
+                     upcast)
 from .reduce import mean_of
 from .registry import REQUIRED, Category, OpContext, register
 
@@ -167,7 +168,8 @@ def _channel_params(ctx: OpContext, x: np.ndarray, min_rank: int, **params: np.n
     out = []
     for what, p in params.items():
         if p.shape != (x.shape[1],):
-            raise ctx.fail(f"{what} must have shape [{x.shape[1]}] (one value per channel), got {shape_str(p.shape)}")
+            raise ctx.fail(f"{what} must have shape [{x.shape[1]}] (one value per channel), "
+                           f"got {shape_str(p.shape)}")
         out.append(upcast(p).reshape((-1,) + (1,) * (x.ndim - 2)))
     return out
 
@@ -200,7 +202,8 @@ def batch_normalization(ctx: OpContext, x, scale, bias, mean, var):
         momentum = ctx.attrs["momentum"]
         running_mean = m * momentum + batch_mean.reshape(m.shape) * (1 - momentum)
         running_var = v * momentum + batch_var.reshape(v.shape) * (1 - momentum)
-    return y.astype(x.dtype), running_mean.reshape(-1).astype(mean.dtype), running_var.reshape(-1).astype(var.dtype)
+    return (y.astype(x.dtype), running_mean.reshape(-1).astype(mean.dtype),
+            running_var.reshape(-1).astype(var.dtype))
 
 
 @register("InstanceNormalization", Category.REDUCTION, inputs=3, attrs={"epsilon": 1e-5},
@@ -238,7 +241,8 @@ def group_normalization(ctx: OpContext, x, scale, bias):
     s, b = _channel_params(ctx, x, 2, scale=scale, bias=bias)
     _check_groups(ctx, x.shape[1])
     groups = ctx.attrs["num_groups"]
-    grouped = x.astype(compute_dtype(_stash(ctx).np)).reshape(x.shape[0], groups, math.prod(x.shape[1:]) // groups)
+    grouped = x.astype(compute_dtype(_stash(ctx).np))
+    grouped = grouped.reshape(x.shape[0], groups, math.prod(x.shape[1:]) // groups)
     with np.errstate(all="ignore"):
         mean, var = _moments(grouped, (2,))
         normalized = ((grouped - mean) / np.sqrt(var + ctx.attrs["epsilon"])).reshape(x.shape)

@@ -99,7 +99,8 @@ def _infer_reduce(dtypes: frozenset[DType]) -> Callable[[OpContext], list[Tensor
         axes = ctx.value(1) if ctx.has_input(1) else np.zeros(0, np.int64)
         if axes is not None:
             if x.shape is not None:
-                return [TensorType(x.dtype, _reduced_shape(x.shape, _reduced_axes(ctx, axes, len(x.shape)), keep))]
+                reduced = _reduced_axes(ctx, axes, len(x.shape))
+                return [TensorType(x.dtype, _reduced_shape(x.shape, reduced, keep))]
             everything = axes.size == 0 and not ctx.attrs["noop_with_empty_axes"]
             return [TensorType(x.dtype, () if everything and not keep else None)]
         # the axes are known only at run time: how many there are may be

@@ -1,7 +1,7 @@
 """Canonicalization: align every body value to the master rank and record the input layouts.
 
 Kernels index all ports with one loop nest over the master shape, so each input gets its shape padded
-with leading 1s (broadcast made explicit as size-1 dims). Input layouts come from the runtime (today
+with leading 1s (broadcast made explicit as size-1 dims); scalar bodies get rank 1. Input layouts come from the runtime (today
 always planar); they are recorded in `body.meta["layouts"]` for PropagateLayout.
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ class Canonicalization(BodyPass):
         master = broadcast_shapes(*(v.type.shape for v in body.outputs))
         if master is None:
             raise ValueError(f"body '{body.name}': output ranks must be known to canonicalize")
+        if not master:
+            master = (1,)   # scalars run as one element of a rank-1 loop nest
         rank = len(master)
         changed = False
         for v in body.values():
