@@ -149,7 +149,8 @@ class _Importer:
         domain = _canonical_domain(proto.domain)
         site = _Site(index, proto.name, proto.op_type, proto.domain, self.opsets.get(domain))
         if site.opset is None:
-            raise FrontendError(f"{site}: unknown domain '{proto.domain}' (the model imports no opset for it)")
+            raise FrontendError(f"{site}: unknown domain '{proto.domain or 'ai.onnx'}' (the model imports no "
+                                "opset for it)")
         attrs = {a.name: self._attribute(a, site) for a in proto.attribute}
         if domain == DEFAULT_DOMAIN and proto.op_type == "Constant":
             if len(proto.output) != 1 or proto.input:
@@ -306,11 +307,16 @@ class _Importer:
             raise FrontendError(f"{where} has element type {name}, which is not supported") from None
         if not tt.HasField("shape"):
             return TensorType(dt, None)
-        dims = []
-        for d in tt.shape.dim:
-            which = d.WhichOneof("value")
-            dims.append(d.dim_value if which == "dim_value" else (d.dim_param or None) if which == "dim_param" else None)
-        return TensorType(dt, tuple(dims))
+        return TensorType(dt, tuple(_dim(d) for d in tt.shape.dim))
+
+
+def _dim(d: onnx.TensorShapeProto.Dimension) -> int | str | None:
+    """A declared dim: its size, its dim_param name, or None (unset, or a negative size some exporters
+    write for "dynamic")."""
+    which = d.WhichOneof("value")
+    if which == "dim_value":
+        return d.dim_value if d.dim_value >= 0 else None
+    return (d.dim_param or None) if which == "dim_param" else None
 
 
 def _merge(out: Value, inferred: TensorType, site: _Site) -> TensorType:

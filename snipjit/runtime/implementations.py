@@ -65,13 +65,17 @@ class ReferenceKernel(Kernel):
     """The op's NumPy reference kernel, with attributes resolved once at compile time."""
 
     def __init__(self, node: Node):
-        self.opdef = get_op(node.op, node.domain)
-        self.ctx = self.opdef.context(node, with_values=False)
+        opdef = get_op(node.op, node.domain)
+        self.fn = opdef.reference
+        self.ctx = opdef.context(node, with_values=False)
         self.dtypes = [o.type.dtype.np for o in node.outputs]
 
     def __call__(self, inputs):
-        outs = self.opdef.run(self.ctx, inputs)
-        return [o if o.dtype == dt else o.astype(dt) for o, dt in zip(outs, self.dtypes)]
+        out = self.fn(self.ctx, *inputs)
+        if not isinstance(out, (tuple, list)):
+            out = np.asarray(out)
+            return [out if out.dtype == self.dtypes[0] else out.astype(self.dtypes[0])]
+        return [np.asarray(o).astype(dt, copy=False) for o, dt in zip(out, self.dtypes)]
 
 
 def build_reference(node: Node, options: dict) -> Kernel:

@@ -27,12 +27,13 @@ def run_graph_reference(graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.n
             return None
         return v.data if v.is_constant else env[v]
 
-    for node in graph.nodes:
-        opdef = get_op(node.op, node.domain)
-        results = opdef.run(opdef.context(node), [read(v) for v in node.inputs])
-        for value, result in zip(node.outputs, results):
-            want = value.type.dtype.np if value.type is not None else result.dtype
-            env[value] = result if result.dtype == want else result.astype(want)
+    with np.errstate(all="ignore"):   # inf/NaN results are values, not errors
+        for node in graph.nodes:
+            opdef = get_op(node.op, node.domain)
+            results = opdef.run(opdef.context(node), [read(v) for v in node.inputs])
+            for value, result in zip(node.outputs, results):
+                want = value.type.dtype.np if value.type is not None else result.dtype
+                env[value] = result if result.dtype == want else result.astype(want)
     return [read(v) for v in graph.outputs]
 
 

@@ -74,6 +74,10 @@ class Request:
         return result
 
     def _execute(self, bound: BoundPlan) -> None:
+        with np.errstate(all="ignore"):   # inf/NaN results are values here, not errors
+            self._execute_steps(bound)
+
+    def _execute_steps(self, bound: BoundPlan) -> None:
         slots = bound.slots
         for mode, kernel, ins, outs, step, shapes in bound.calls:
             args = [slots[i] if i >= 0 else None for i in ins]
