@@ -2,8 +2,9 @@
 
 Fused elementwise kernels need exp/log/tanh/erf/... on ``<N x float>`` values. Calls to scalar
 libm would break vectorisation, so every function here is built from LLVM instructions and
-intrinsics that lower to single instructions (fmuladd, sqrt, fabs, copysign, minnum/maxnum,
-roundeven). NaN and ±inf follow numpy; no fast-math flags are used.
+intrinsics that lower inline (fmuladd, sqrt, fabs, copysign, minnum/maxnum, roundeven, and a
+vector.reduce.or for one branch); the tests check that the assembly contains no call at all.
+NaN and ±inf follow numpy; no fast-math flags are used.
 
 Techniques: Cody–Waite range reduction with split constants, polynomial kernels evaluated by
 Horner with ``llvm.fmuladd`` (coefficients are near-minimax fits of our own, found by Lawson's
