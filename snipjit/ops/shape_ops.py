@@ -4,7 +4,7 @@ ConstantOfShape, Constant, EyeLike).
 Shape and Size depend only on their input's type, so their result is often known at compile time even
 when the input's data is not. `VALUE_FROM_TYPES` maps those ops to a function giving that value from an
 `OpContext` (None when the type does not fix it); constant folding uses it to replace such nodes by
-constants. Their reference kernels serve folding as well, since they only read the input's shape.
+constants. Their reference kernels also accept None for the data when the input type is static.
 """
 from __future__ import annotations
 
@@ -41,10 +41,21 @@ def shape_value(ctx: OpContext) -> np.ndarray | None:
     return np.array(dims, dtype=np.int64) if all(isinstance(d, int) for d in dims) else None
 
 
+def _input_shape(ctx: OpContext, data: np.ndarray | None) -> tuple[int, ...]:
+    """The shape of the data, or of the input type when the data is not given."""
+    if data is not None:
+        return data.shape
+    shape = ctx.in_types[0].shape if ctx.in_types else None
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        raise ctx.fail(f"needs the input data or a static input shape, got {ctx.in_types[0] if ctx.in_types else None}")
+    return shape
+
+
 @register("Shape", S, infer=_infer_shape, attrs={"start": 0, "end": None})
 def shape(ctx: OpContext, data):
     """The input's dims from `start` to `end` as a 1-D int64 tensor."""
-    return np.array([data.shape[i] for i in _shape_window(ctx, data.ndim)], dtype=np.int64)
+    dims = _input_shape(ctx, data)
+    return np.array([dims[i] for i in _shape_window(ctx, len(dims))], dtype=np.int64)
 
 
 def _infer_size(ctx: OpContext) -> list[TensorType]:
@@ -61,7 +72,7 @@ def size_value(ctx: OpContext) -> np.ndarray | None:
 @register("Size", S, infer=_infer_size)
 def size(ctx: OpContext, data):
     """The number of elements of the input, as an int64 scalar."""
-    return np.array(data.size, dtype=np.int64)
+    return np.array(math.prod(_input_shape(ctx, data)), dtype=np.int64)
 
 
 VALUE_FROM_TYPES: dict[str, Callable[[OpContext], np.ndarray | None]] = {"Shape": shape_value, "Size": size_value}
