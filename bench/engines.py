@@ -1,0 +1,120 @@
+"""The suite's engines: the model engines of snipjit.benchmark, plus the hand-written NumPy, numexpr
+and PyTorch versions of a workload and the stream limit. The loaders run in the worker processes
+of snipjit.benchmark, which find the workload by the name in the engine's options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from bench import models, stream, workloads
+from bench.workloads import Workload
+from snipjit.benchmark import MODEL_ENGINES, Engine, EngineUnavailable, Feeds, Job, Loaded
+
+ALL = (*MODEL_ENGINES, "numpy", "numexpr", "torch", "stream-limit")
+
+
+def _workload(job: Job) -> Workload:
+    return workloads.WORKLOADS[job.engine.options["workload"]]
+
+
+def load_numpy(job: Job, feeds: Feeds) -> Loaded:
+    function = _workload(job).numpy_fn
+    return Loaded(lambda feeds: function(**feeds))
+
+
+def load_numpy64(job: Job, feeds: Feeds) -> Loaded:
+    """The NumPy version on float64 copies of the inputs: the reference, never timed."""
+    function = _workload(job).numpy_fn
+    return Loaded(lambda feeds: function(**{k: v.astype(np.float64) for k, v in feeds.items()}))
+
+
+def load_numexpr(job: Job, feeds: Feeds) -> Loaded:
+    import numexpr
+
+    numexpr.set_num_threads(job.threads)
+    expression = _workload(job).numexpr_expr
+    return Loaded(lambda feeds: [numexpr.evaluate(expression, local_dict=feeds)])
+
+
+def load_torch(job: Job, feeds: Feeds) -> Loaded:
+    import torch
+
+    torch.set_num_threads(job.threads)
+    torch.set_num_interop_threads(1)
+    workload = _workload(job)
+    if workload.torch_model is not None:
+        module = workload.torch_model()
+
+        def call(tensors):
+            return module(*(tensors[name] for name in job.input_names))
+    else:
+
+        def call(tensors):
+            return workload.torch_fn(**tensors)
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        with torch.inference_mode():
+            return [out.numpy() for out in call({k: torch.from_numpy(v) for k, v in feeds.items()})]
+
+    return Loaded(run, f"torch {torch.__version__}")
+
+
+def load_stream_limit(job: Job, feeds: Feeds) -> Loaded:
+    """Reads the inputs of the outputs' size (weights are negligible) and writes the outputs."""
+    outputs = [np.empty(shape, np.float32) for shape in models.output_shapes(job.model)]
+    inputs = [a for a in feeds.values() if a.size == outputs[0].size]
+    try:
+        call = stream.bind(inputs, outputs, job.threads)
+    except (ValueError, stream.CompilerMissing) as error:
+        raise EngineUnavailable(str(error)) from error
+    moved = sum(a.nbytes for a in [*inputs, *outputs])
+    return Loaded(lambda feeds: (call(), outputs)[1], f"reads+writes {moved / 2**20:.0f} MiB per run")
+
+
+@dataclass
+class _SuiteEngine:
+    load: Callable[[Job, Feeds], Loaded]
+    requires: tuple[str, ...]
+    applies: Callable[[Workload], bool]
+
+
+SUITE_ENGINES = {
+    "numpy": _SuiteEngine(load_numpy, (), lambda w: w.numpy_fn is not None),
+    "numexpr": _SuiteEngine(load_numexpr, ("numexpr",), lambda w: w.numexpr_expr is not None),
+    "torch": _SuiteEngine(load_torch, ("torch",), lambda w: bool(w.torch_fn or w.torch_model)),
+    "stream-limit": _SuiteEngine(load_stream_limit, (), lambda w: w.memory_bound),
+}
+
+
+def _engine(name: str, load: Callable, requires: tuple[str, ...], workload: Workload) -> Engine:
+    return Engine(
+        name,
+        f"{__name__}:{load.__name__}",
+        requires,
+        {"workload": workload.name},
+        compare=name != "stream-limit",
+    )
+
+
+def engines_for(workload: Workload, names: list[str]) -> tuple[list[Engine], dict[str, str]]:
+    """The engines of `names` that apply to the workload, and those that cannot express it, with
+    the reason. Engines that do not apply at all (NumPy for a zoo model) are left out."""
+    engines, unsupported = [], {}
+    for name in names:
+        if name in MODEL_ENGINES:
+            engines.append(MODEL_ENGINES[name])
+        elif name in workload.unsupported:
+            unsupported[name] = workload.unsupported[name]
+        elif SUITE_ENGINES[name].applies(workload):
+            suite = SUITE_ENGINES[name]
+            engines.append(_engine(name, suite.load, suite.requires, workload))
+    return engines, unsupported
+
+
+def references_for(workload: Workload) -> list[Engine]:
+    """Float64 NumPy where the workload has a NumPy version, then onnxruntime."""
+    first = [_engine("numpy-f64", load_numpy64, (), workload)] if workload.numpy_fn else []
+    return [*first, MODEL_ENGINES["onnxruntime"]]

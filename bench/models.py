@@ -1,0 +1,169 @@
+"""The benchmark's ONNX models: small graphs built with onnx.helper, the zoo models shipped in the
+onnx package, and a BERT-style encoder exported from PyTorch.
+
+Generated files are cached under bench/models/ (git-ignored). The BERT export is also what
+tests/data/make_tiny_bert.py uses to make the compiler's tiny fixture.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+ZOO_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
+
+Node = tuple[str, list[str], str, dict]  # op type, inputs, output, attributes
+
+
+def single_output_graph(
+    name: str,
+    inputs: Sequence[str],
+    shape: Sequence[int],
+    nodes: Sequence[Node],
+    constants: dict[str, np.ndarray],
+    opset: int = 17,
+) -> onnx.ModelProto:
+    """A float32 graph whose inputs and single output (the last node's) all have `shape`."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ins, [out], **attrs) for op, ins, out, attrs in nodes],
+        name,
+        [helper.make_tensor_value_info(i, TensorProto.FLOAT, list(shape)) for i in inputs],
+        [helper.make_tensor_value_info(nodes[-1][2], TensorProto.FLOAT, list(shape))],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()],
+    )
+    # IR 8 is what exporters write for opset 17, and what every peer here loads.
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model
+
+
+def cached(name: str, build) -> Path:
+    """The path of bench/models/NAME.onnx, written by build(path) the first time."""
+    path = MODELS_DIR / f"{name}.onnx"
+    if not path.exists():
+        MODELS_DIR.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        build(partial)
+        partial.replace(path)
+    return path
+
+
+def save(model: onnx.ModelProto):
+    """A build function for cached() that writes an in-memory model."""
+    return lambda path: onnx.save(model, path)
+
+
+def output_shapes(path: Path | str) -> list[list[int]]:
+    """Shapes of the graph outputs, which must be static."""
+    graph = onnx.load(path, load_external_data=False).graph
+    shapes = []
+    for output in graph.output:
+        dims = output.type.tensor_type.shape.dim
+        if not all(d.HasField("dim_value") for d in dims):
+            raise ValueError(f"output {output.name!r} has a dynamic shape")
+        shapes.append([d.dim_value for d in dims])
+    return shapes
+
+
+def zoo_model(name: str) -> Path:
+    return ZOO_DIR / f"light_{name}.onnx"
+
+
+@dataclass(frozen=True)
+class BertSpec:
+    """A transformers.BertModel configuration with random weights drawn from `seed`."""
+
+    layers: int = 6
+    hidden: int = 384
+    heads: int = 12
+    intermediate: int = 1536
+    vocab: int = 30522
+    max_positions: int = 512
+    seed: int = 0
+
+    @property
+    def cache_name(self) -> str:
+        return "bert_" + "_".join(f"{k}{v}" for k, v in asdict(self).items())
+
+
+def build_bert(spec: BertSpec, attention: str = "eager"):
+    """The encoder as a torch module in eval mode: module(input_ids, attention_mask), both int64
+    [batch, sequence], returns (last_hidden_state, pooler_output).
+
+    `attention` is transformers' attn_implementation: "eager" exports as plain MatMul/Softmax;
+    "sdpa" is transformers' default for running in PyTorch.
+    """
+    import torch
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        vocab_size=spec.vocab,
+        hidden_size=spec.hidden,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        intermediate_size=spec.intermediate,
+        max_position_embeddings=spec.max_positions,
+        attn_implementation=attention,
+    )
+    torch.manual_seed(spec.seed)
+    bert = BertModel(config).eval()
+
+    # Positional inputs and tuple outputs: the form the TorchScript exporter traces.
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+
+    return Encoder().eval()
+
+
+BERT_INPUTS = ("input_ids", "attention_mask")
+BERT_OUTPUTS = ("last_hidden_state", "pooler_output")
+
+
+def export_bert(spec: BertSpec, path: Path, opset: int = 17) -> None:
+    """Export with torch's classic (TorchScript) exporter and dynamic batch and sequence axes."""
+    import torch
+
+    model = build_bert(spec)
+    example = bert_feeds(2, 16, spec.vocab, np.random.default_rng(spec.seed))
+    dynamic = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+    dynamic |= {"last_hidden_state": {0: "batch", 1: "sequence"}, "pooler_output": {0: "batch"}}
+    with warnings.catch_warnings(), torch.no_grad():
+        # The classic exporter is deprecated, and traces the mask code with shape-dependent Python.
+        warnings.simplefilter("ignore", (DeprecationWarning, torch.jit.TracerWarning, UserWarning))
+        torch.onnx.export(
+            model,
+            tuple(torch.from_numpy(example[name]) for name in BERT_INPUTS),
+            str(path),
+            input_names=list(BERT_INPUTS),
+            output_names=list(BERT_OUTPUTS),
+            dynamic_axes=dynamic,
+            opset_version=opset,
+            dynamo=False,
+        )
+
+
+def bert_model(spec: BertSpec) -> Path:
+    return cached(spec.cache_name, lambda path: export_bert(spec, path))
+
+
+def bert_feeds(batch: int, sequence: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random token ids and a padding mask: row i has its last (i+1)*sequence//(batch+2) positions
+    masked, so every row has some padding and the rows differ."""
+    input_ids = rng.integers(0, vocab, (batch, sequence), dtype=np.int64)
+    attention_mask = np.ones((batch, sequence), dtype=np.int64)
+    for row in range(batch):
+        attention_mask[row, sequence - (row + 1) * sequence // (batch + 2) :] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}

@@ -1,0 +1,28 @@
+/* The memory-bandwidth limit of the benchmark: the fewest instructions that read every input array
+ * once and write every output array once, split in contiguous chunks over `threads` threads.
+ * Each output receives the sum of the inputs, so that no load can be optimised away; n_inputs >= 1. */
+#include <stddef.h>
+
+/* 16 floats (one AVX-512 register, or two AVX ones), at any float-aligned address. */
+typedef float vec16 __attribute__((vector_size(64), aligned(4), may_alias));
+
+void stream_sum(const float *const *inputs, int n_inputs, float *const *outputs, int n_outputs,
+                ptrdiff_t n, int threads)
+{
+    const ptrdiff_t vectors = n / 16;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (ptrdiff_t v = 0; v < vectors; ++v) {
+        vec16 acc = *(const vec16 *)(inputs[0] + 16 * v);
+        for (int k = 1; k < n_inputs; ++k)
+            acc += *(const vec16 *)(inputs[k] + 16 * v);
+        for (int k = 0; k < n_outputs; ++k)
+            *(vec16 *)(outputs[k] + 16 * v) = acc;
+    }
+    for (ptrdiff_t i = 16 * vectors; i < n; ++i) {
+        float acc = inputs[0][i];
+        for (int k = 1; k < n_inputs; ++k)
+            acc += inputs[k][i];
+        for (int k = 0; k < n_outputs; ++k)
+            outputs[k][i] = acc;
+    }
+}

@@ -1,0 +1,190 @@
+"""Single-thread throughput of snipjit's vector math, in G elements/s.
+
+    python bench/vmath_throughput.py [--ops exp,erf,...] [--runs 9] [--vmath other/vmath.py]
+
+Each op runs in a JIT kernel ``void f(float* x, [float* y,] float* out, i64 n)`` shaped like the
+loops snipjit's fused kernels compile to: full vectors of the host's width (16 lanes with
+AVX-512) with plain loads and stores, then one masked vector for the remainder. Columns:
+
+    cache   16K elements (in L1/L2) timed over many passes: the cost of the math alone
+    4M      4M elements (16 MB in, 16 MB out), one pass per run: memory included, like a fused
+            elementwise kernel on a large tensor
+    4M wide the same over each op's whole interesting range (the ranges the accuracy test samples
+            densely), where NaN, infinities, overflow and underflow lanes take the slow paths
+
+Inputs are standard normal, as in the benchmark suite's elementwise workloads (log, sqrt,
+rsqrt, acosh and pow's base take absolute values plus one; asin, acos and atanh take values
+scaled into (-1, 1)). Every number is the median over ``--runs`` runs; ``copy`` (the kernel with
+no math) is the memory reference. ``--vmath`` times another copy of vmath.py (say, an older
+version) in place of snipjit's.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+import numpy as np
+from llvmlite import ir
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from snipjit.targets.llvm import jit, vmath  # noqa: E402
+
+F32 = ir.FloatType()
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+LARGE = 4 * 1024 * 1024
+SMALL = 16 * 1024
+SMALL_PASSES = 64
+
+# Op parameters and input domains; ops not listed take standard normal input.
+PARAMS = {"leaky_relu": {"alpha": 0.1}, "elu": {"alpha": 1.0}, "clip": {"lo": -1.0, "hi": 1.0},
+          "pow_static": {"exponent": 1.5}}
+POSITIVE = {"log", "sqrt", "rsqrt", "acosh", "pow_static"}
+UNIT = {"asin", "acos", "atanh"}
+WIDE = {  # the accuracy test's dense ranges
+    "exp": (-105.0, 90.0), "expm1": (-20.0, 90.0), "log": (0.0, 4.0), "log1p": (-1.0, 4.0),
+    "sigmoid": (-110.0, 30.0), "silu": (-110.0, 30.0), "softplus": (-110.0, 30.0),
+    "mish": (-110.0, 30.0), "erf": (-5.0, 5.0), "erfc": (-5.0, 11.0), "gelu_erf": (-15.0, 6.0),
+    "gelu_tanh": (-12.0, 6.0), "sqrt": (0.0, 100.0), "rsqrt": (0.0, 100.0),
+    "sin": (-100.0, 100.0), "cos": (-100.0, 100.0), "tan": (-100.0, 100.0),
+    "asin": (-1.0, 1.0), "acos": (-1.0, 1.0), "atanh": (-1.0, 1.0), "sinh": (-95.0, 95.0),
+    "cosh": (-95.0, 95.0), "acosh": (1.0, 10.0), "pow_static": (-4.0, 4.0), "pow": (0.0, 10.0),
+}
+
+
+# ---------------------------------------------------------------- kernels
+
+def _splat(b: ir.IRBuilder, scalar: ir.Value, width: int) -> ir.Value:
+    vec = ir.VectorType(scalar.type, width)
+    one = b.insert_element(ir.Constant(vec, None), scalar, I32(0))
+    return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(ir.VectorType(I32, width), [0] * width))
+
+
+def _masked(b: ir.IRBuilder, kind: str, ret: ir.Type, *args: ir.Value) -> ir.Value:
+    vec = ret if kind == "load" else args[0].type
+    name = f"llvm.masked.{kind}.v{vec.count}f32.p0"
+    fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(ret, [a.type for a in args]), name)
+    return b.call(fn, args)
+
+
+def build_kernel(module: ir.Module, name: str, body: Callable[..., ir.Value], arity: int, width: int) -> None:
+    """``out[i] = body(builder, *inputs[i])`` over full vectors, then one masked remainder."""
+    vec = ir.VectorType(F32, width)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32.as_pointer()] * (arity + 1) + [I64]), name=name)
+    *inputs, out, n = fn.args
+    entry, loop, tail, masked, done = (fn.append_basic_block(s) for s in ("entry", "loop", "tail", "masked", "done"))
+    b = ir.IRBuilder(entry)
+    full = b.and_(n, I64(-width))
+    b.cbranch(b.icmp_signed(">", full, I64(0)), loop, tail)
+
+    b.position_at_end(loop)
+    i = b.phi(I64)
+    i.add_incoming(I64(0), entry)
+    pointers = [b.bitcast(b.gep(p, [i]), vec.as_pointer()) for p in (*inputs, out)]
+    operands = [b.load(p, align=4) for p in pointers[:-1]]
+    b.store(body(b, *operands), pointers[-1], align=4)
+    following = b.add(i, I64(width))
+    i.add_incoming(following, b.block)
+    b.cbranch(b.icmp_signed("<", following, full), loop, tail)
+
+    b.position_at_end(tail)
+    b.cbranch(b.icmp_signed("<", full, n), masked, done)
+    b.position_at_end(masked)
+    lanes = b.add(_splat(b, full, width), ir.Constant(ir.VectorType(I64, width), list(range(width))))
+    mask = b.icmp_signed("<", lanes, _splat(b, n, width))
+    zeros = ir.Constant(vec, [0.0] * width)
+    operands = [_masked(b, "load", vec, b.gep(p, [full]), I32(4), mask, zeros) for p in inputs]
+    _masked(b, "store", ir.VoidType(), body(b, *operands), b.gep(out, [full]), I32(4), mask)
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+
+
+def compile_kernels(bodies: dict[str, tuple[Callable[..., ir.Value], int]], width: int) -> dict[str, Callable]:
+    """name -> (body, arity) compiled into one module; returns ctypes callables."""
+    module = ir.Module(name="vmath_throughput")
+    for name, (body, arity) in bodies.items():
+        build_kernel(module, name, body, arity, width)
+    compiled = jit.compile(module)
+    return {
+        name: compiled.cfunc(name, None, *[ctypes.c_void_p] * (arity + 1), ctypes.c_int64)
+        for name, (_, arity) in bodies.items()
+    }
+
+
+# ---------------------------------------------------------------- inputs and timing
+
+def inputs(op: str, arity: int, n: int, wide: bool, rng: np.random.Generator) -> list[np.ndarray]:
+    if wide and op in WIDE:
+        x = rng.uniform(*WIDE[op], n)
+    else:
+        x = rng.standard_normal(n)
+        if op in POSITIVE or op == "pow":
+            x = np.abs(x) + 1.0
+        elif op in UNIT:
+            x = np.tanh(x)
+    if arity == 2:
+        return [x.astype(np.float32), rng.uniform(-3.0, 3.0, n).astype(np.float32)]
+    return [x.astype(np.float32)]
+
+
+def seconds_per_element(kernel: Callable, arrays: list[np.ndarray], passes: int, runs: int) -> float:
+    out = np.empty_like(arrays[0])  # touched by the warm-up run, so no page faults are timed
+    args = [a.ctypes.data for a in arrays] + [out.ctypes.data, out.size]
+    kernel(*args)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(passes):
+            kernel(*args)
+        times.append((time.perf_counter() - start) / passes)
+    return statistics.median(times) / out.size
+
+
+def load_vmath(path: str | None) -> ModuleType:
+    if path is None:
+        return vmath
+    spec = importlib.util.spec_from_file_location("vmath_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", help="comma-separated op names (default: all)")
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--vmath", help="time this vmath.py instead of snipjit's")
+    args = parser.parse_args(argv)
+    math_module = load_vmath(args.vmath)
+    ops = args.ops.split(",") if args.ops else list(math_module.OPS)
+    width = jit.host().vector_lanes(32)
+
+    def body(op: str) -> Callable[..., ir.Value]:
+        return lambda b, *xs: math_module.emit(b, op, *xs, **PARAMS.get(op, {}))
+
+    bodies = {"copy": (lambda b, x: x, 1)}
+    bodies.update({op: (body(op), math_module.OPS[op].arity) for op in ops})
+    kernels = compile_kernels(bodies, width)
+
+    rng = np.random.default_rng(0)
+    print(f"{width} lanes, {jit.host().cpu}; G elements/s, median of {args.runs} runs")
+    print(f"{'op':16}{'cache':>8}{'4M':>8}{'4M wide':>9}")
+    for name, (_, arity) in bodies.items():
+        rates = []
+        for n, passes, wide in ((SMALL, SMALL_PASSES, False), (LARGE, 1, False), (LARGE, 1, True)):
+            arrays = inputs(name, arity, n, wide, rng)
+            rates.append(1e-9 / seconds_per_element(kernels[name], arrays, passes, args.runs))
+        print(f"{name:16}" + "".join(f"{r:{w}.2f}" for r, w in zip(rates, (8, 8, 9))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
