@@ -9,11 +9,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .ir.graph import Graph
+from .ir.graph import Graph, TensorType
 from .passes.pipeline import GraphPass, default_pipeline
 from .runtime import blas_impl, snippet_impl  # noqa: F401  (register the implementations)
 from .runtime.program import Program, Step
 from .runtime.request import Request
+from .runtime.runtime_constants import RuntimeConstants
 
 
 @dataclass
@@ -45,10 +46,19 @@ class CompiledModel:
         self.history = history
         self.options = options
         self._local = threading.local()
+        folding = graph.meta.get("runtime_folding")
+        self.runtime_constants = RuntimeConstants(folding, options.get("refold", False)) if folding else None
 
     @property
     def input_names(self) -> list[str]:
-        return [v.name for v in self.graph.inputs]
+        """The inputs users feed: the entry function's, with folded tensors replaced by the constant
+        inputs they come from."""
+        rc = self.runtime_constants
+        if rc is None:
+            return [v.name for v in self.graph.inputs]
+        folded = set(rc.folding.folded)
+        return [v.name for v in self.graph.inputs if v.name not in folded] + \
+            [n for n in rc.names if n not in {v.name for v in self.graph.inputs}]
 
     @property
     def output_names(self) -> list[str]:
@@ -59,7 +69,7 @@ class CompiledModel:
         return list(self.program.steps)
 
     def create_request(self) -> Request:
-        return Request(self.program)
+        return Request(self.program, self.runtime_constants)
 
     def run(self, feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
         req = getattr(self._local, "request", None)
@@ -75,6 +85,13 @@ class CompiledModel:
         if show_passes:
             for rec in self.history[1:]:
                 lines += [f"== after {rec.name} ({rec.seconds * 1e3:.1f} ms) ==", rec.graph_text]
+        folding = self.graph.meta.get("folding")
+        if folding is not None:
+            lines.append(f"== compile-time folding: {folding} ==")
+        if self.runtime_constants is not None:
+            rc = self.runtime_constants.folding
+            lines += [f"== runtime folding function (runs on the first run; inputs {list(rc.constant_inputs)}) ==",
+                      str(rc.fold), "== entry function ==", str(self.graph)]
         kinds: dict[str, int] = {}
         for s in self.program.steps:
             kinds[s.kind] = kinds.get(s.kind, 0) + 1
@@ -98,12 +115,35 @@ class CompiledModel:
         return "\n".join(lines)
 
 
+def bind_constants(graph: Graph, values: Mapping[str, Any]) -> Graph:
+    """Turn graph inputs into constants with the given values (checked against the inputs' types)."""
+    from .runtime.feeds import check_feeds
+    targets = [v for v in graph.inputs if v.name in values]
+    unknown = set(values) - {v.name for v in targets}
+    if unknown:
+        raise ValueError(f"constant_inputs names {sorted(unknown)} are not inputs of the model")
+    arrays, _ = check_feeds(targets, values)
+    graph = graph.copy()
+    for v, data in zip([v for v in graph.inputs if v.name in values], arrays):
+        v.data = np.array(data)
+        v.type = TensorType.of(v.data.dtype, v.data.shape)
+    graph.inputs = [v for v in graph.inputs if v.name not in values]
+    return graph
+
+
 def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> CompiledModel:
     """Compile a model (path, bytes, onnx.ModelProto or snipjit Graph) for this CPU.
 
-    Options (keywords): `implementations` — a set of step kinds allowed (e.g. {"reference"}).
+    Options (keywords): `implementations` — a set of step kinds allowed (e.g. {"reference"});
+    `constant_inputs` — inputs that are constant: a dict of values (folded at compile time) or names
+    (folded on the first run, then cached; `refold=True` accepts new values); `fold=False`, `fuse=False`
+    turn off constant folding and fusion; `target` — "llvm" (default, or SNIPJIT_JIT).
     """
     source = load_graph(model)
+    constant_inputs = options.get("constant_inputs")
+    if isinstance(constant_inputs, Mapping):   # values given now: they are compile-time constants
+        source = bind_constants(source, constant_inputs)
+        options = {**options, "constant_inputs": ()}
     graph = source.copy()
     history = [PassRecord("source", 0.0, str(graph))]
     for p in (passes if passes is not None else default_pipeline(options)):

@@ -5,8 +5,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir.graph import Graph
+from .fold_batchnorm import fold_batchnorm
+from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
 from .mark_skipped import mark_skipped_by_plugin
+from .postpone_broadcast import postpone_broadcast
+from .simplify_shapes import simplify_shapes
+from .split_runtime_constants import split_runtime_constants_pass
 from .tokenize import tokenize_snippets
 
 
@@ -20,8 +25,16 @@ class GraphPass:
 
 
 def default_pipeline(options: dict) -> list[GraphPass]:
-    """Options: `fuse=False` turns off the Snippets tokenizer (every node runs on its own)."""
+    """Options: `fold=False` turns off constant folding; `fuse=False` turns off the Snippets tokenizer
+    (every node runs on its own)."""
     passes = [GraphPass("InferShapes", lambda g, o: infer_shapes(g))]
+    if options.get("fold", True):
+        passes += [GraphPass("SimplifyShapes", simplify_shapes),
+                   GraphPass("FoldBatchNorm", fold_batchnorm),   # writes weight arithmetic FoldConstants evaluates
+                   GraphPass("FoldConstants", fold_constants),
+                   GraphPass("PostponeBroadcast", postpone_broadcast),
+                   GraphPass("FoldConstants", fold_constants),   # again: what PostponeBroadcast moved
+                   GraphPass("SplitRuntimeConstants", split_runtime_constants_pass)]
     if options.get("fuse", True):
         passes += [GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
                    GraphPass("TokenizeSnippets", tokenize_snippets)]

@@ -32,8 +32,10 @@ class BoundPlan:
 
 
 class Request:
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, runtime_constants=None):
         self.program = program
+        self.runtime_constants = runtime_constants
+        self._entry_inputs = {v.name for v in program.graph.inputs}
         self._bound: dict[tuple, BoundPlan] = {}
         self._last_outputs: dict[int, np.ndarray] = {}
         self._output_names = [v.name for v in program.graph.outputs]
@@ -46,6 +48,8 @@ class Request:
         """Run the program on `feeds`; returns the outputs in graph order. Arrays given in `outputs`
         (by output name) receive the results and are returned in their place."""
         p = self.program
+        if self.runtime_constants is not None:
+            feeds = self.runtime_constants.complete(feeds, self._entry_inputs)
         arrays, _ = check_feeds(p.graph.inputs, feeds)
         key = tuple(a.shape for a in arrays)
         bound = self._bound.get(key)
