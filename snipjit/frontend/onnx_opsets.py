@@ -4,6 +4,8 @@ The registry defines every op in its latest opset form. An ONNX node from an old
 `Rule` that matches its op type and opset (in table order) before it is added to the graph. A rule is one
 function `rewrite(node, b)`: it may change `node` (attributes that became inputs, renamed ops, defaults
 that changed) and return it, or emit the replacement nodes itself through the builder `b` and return None.
+Older forms whose meaning is the current default need no rule (Reshape before `allowzero` is allowzero=0,
+AveragePool before `count_include_pad` is 0, ArgMax before `select_last_index` is 0, ...).
 
 The builder (see `snipjit.frontend.onnx`) offers:
     b.opset                      the node's opset version
@@ -53,14 +55,14 @@ Rewrite = Callable[[OnnxNode, Builder], "OnnxNode | None"]
 
 @dataclass(frozen=True)
 class Rule:
-    """Apply `rewrite` to default-domain nodes of the given op types whose opset is in [since, below)."""
+    """Apply `rewrite` to default-domain nodes of the given op types (ANY_OP: all) whose opset is below
+    `below`, the version that introduced the current form."""
     ops: tuple[str, ...]
     below: int
     rewrite: Rewrite
-    since: int = 1
 
     def matches(self, op: str, opset: int) -> bool:
-        return (ANY_OP in self.ops or op in self.ops) and self.since <= opset < self.below
+        return (ANY_OP in self.ops or op in self.ops) and opset < self.below
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
@@ -209,6 +211,19 @@ def legacy_broadcast(node: OnnxNode, b: Builder) -> OnnxNode:
     return node
 
 
+def prelu_channel_slope(node: OnnxNode, b: Builder) -> OnnxNode:
+    """PRelu < 7 applies a 1-D slope of C values along the channel axis 1; since 7 the slope broadcasts
+    NumPy-style (from the trailing dims). Unsqueeze such a slope to [C, 1, ..., 1]."""
+    x, slope = node.inputs[0], node.inputs[1]
+    rx, rs = _rank(x), _rank(slope)
+    if rx is None or rs is None:
+        raise b.fail("PRelu before opset 7 needs the ranks of X and slope")
+    if rs == 1 and rx > 2 and slope.type.shape[0] != 1:
+        axes = b.const(f"{node.name or node.op}_axes", np.arange(1, rx - 1, dtype=np.int64))
+        node.inputs[1] = b.emit("Unsqueeze", [slope, axes])[0]
+    return node
+
+
 def concat_default_axis(node: OnnxNode, b: Builder) -> OnnxNode:
     """Concat < 4 has an optional `axis` defaulting to 1; later it is required."""
     node.attrs.setdefault("axis", 1)
@@ -230,6 +245,7 @@ _LEGACY_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equ
 RULES: list[Rule] = [
     Rule((ANY_OP,), 7, drop_attrs("consumed_inputs", "is_test")),
     Rule(_LEGACY_BROADCAST, 7, legacy_broadcast),
+    Rule(("PRelu",), 7, prelu_channel_slope),
     Rule(("Cast",), 6, cast_to_enum),
     Rule(("Concat",), 4, concat_default_axis),
     Rule(("Reshape",), 5, attrs_to_inputs(("shape", 1, _i64))),

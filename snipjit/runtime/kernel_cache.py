@@ -2,7 +2,7 @@
 
 The key is a hash of what determines the code: the kernel body in canonical text (value names replaced
 by position, so identical layers share one kernel), the compile options that change code, the target
-(name, CPU and features) and the snipjit version. A disk entry holds the key, the kernel's metadata, the
+(name, CPU and features), the snipjit version and a fingerprint of the compiler's own source. A disk entry holds the key, the kernel's metadata, the
 target's binary and a checksum; an entry that does not read back whole, or whose key or checksum differ,
 is recompiled and overwritten — never trusted.
 
@@ -11,6 +11,7 @@ off.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -38,9 +39,23 @@ def canonical_text(body: Graph) -> str:
     return print_graph(g, max_elems=None)
 
 
+@functools.cache
+def compiler_fingerprint() -> str:
+    """A hash of the code that turns a body into machine code (the Snippets compiler and the targets),
+    so a changed compiler never reuses kernels an older one cached, even at the same version."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for folder in ("snippets", "targets"):
+        for path in sorted((root / folder).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def cache_key(body: Graph, target: TargetMachine, options: dict) -> str:
     from .. import __version__
-    parts = [canonical_text(body), target.cache_key(), __version__, json.dumps(options, sort_keys=True)]
+    parts = [canonical_text(body), target.cache_key(), __version__, compiler_fingerprint(),
+             json.dumps(options, sort_keys=True)]
     return hashlib.sha256("\n--\n".join(parts).encode()).hexdigest()
 
 

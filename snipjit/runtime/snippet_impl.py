@@ -9,6 +9,7 @@ reference kernels instead — correct, only slower.
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Sequence
 
 import numpy as np
@@ -35,6 +36,7 @@ class SnippetKernel(Kernel):
         self.out_broadcast = [[d == 1 for d in shape] for shape in compiled.output_shapes]
         self.fn = compiled.kernel.fn
         self.calls = 0
+        self._scratch = threading.local()   # each thread that runs a chunk has its own scratchpad
 
     def master_shape(self, arrays: Sequence[np.ndarray]) -> tuple[int, ...] | None:
         """The run-time master shape, or None when the inputs break the compile-time broadcast pattern."""
@@ -83,10 +85,20 @@ class SnippetKernel(Kernel):
             domain *= d
         fn = self.fn
         self.calls += 1
+        row_bytes = master[-1] * 4 * self.compiled.scratch_rows
         if int(np.prod(master)) < PARALLEL_MIN_ELEMENTS:
-            fn(ptrs, dims, 0, domain)
+            fn(ptrs, dims, 0, domain, self._scratchpad(row_bytes))
         else:
-            get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi), domain)
+            get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, self._scratchpad(row_bytes)), domain)
+
+    def _scratchpad(self, nbytes: int) -> int | None:
+        """The calling thread's scratchpad address, grown to `nbytes` when needed."""
+        if not nbytes:
+            return None
+        pad = getattr(self._scratch, "pad", None)
+        if pad is None or pad.nbytes < nbytes:
+            pad = self._scratch.pad = np.empty(nbytes + 64, np.uint8)
+        return pad.ctypes.data
 
 
 def build_snippet(node: Node, options: dict):

@@ -24,18 +24,20 @@ class CompiledSnippet:
     input_shapes: list[tuple]    # rank-aligned compile-time shapes of the body inputs
     output_shapes: list[tuple]   # rank-aligned compile-time shapes of the body outputs
     linear_ir: str               # the final Linear IR, for explain()
+    scratch_rows: int = 0        # Buffer rows (of the innermost dim) each thread's scratchpad needs
 
     def metadata(self) -> dict:
         """Everything but the kernel, as JSON-able data (for the disk cache)."""
         return {"master_shape": list(self.master_shape), "parallel_rank": self.parallel_rank,
                 "input_shapes": [list(s) for s in self.input_shapes],
-                "output_shapes": [list(s) for s in self.output_shapes], "linear_ir": self.linear_ir}
+                "output_shapes": [list(s) for s in self.output_shapes], "linear_ir": self.linear_ir,
+                "scratch_rows": self.scratch_rows}
 
     @staticmethod
     def from_metadata(kernel: KernelFunction, meta: dict) -> "CompiledSnippet":
         return CompiledSnippet(kernel, tuple(meta["master_shape"]), meta["parallel_rank"],
                                [tuple(s) for s in meta["input_shapes"]],
-                               [tuple(s) for s in meta["output_shapes"]], meta["linear_ir"])
+                               [tuple(s) for s in meta["output_shapes"]], meta["linear_ir"], meta["scratch_rows"])
 
 
 def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", loop_depth: int = 1,
@@ -45,9 +47,11 @@ def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", l
         return (lambda pass_name, ir: observer(stage, pass_name, ir)) if observer else None
 
     optimized = optimize_body(body, data_flow_passes, watch("dataflow"))
+    if any(n.op == "ReduceLast" for n in optimized.nodes):
+        loop_depth = 1   # reductions accumulate along the innermost loop, with statistics between nests
     lir = LinearIR.from_body(optimized, target.vector_lanes)
     control_flow_pipeline(loop_depth, control_flow_passes).run_all(lir, watch("control_flow"))
     kernel = Generator(target).generate(lir, name, watch("generator"))
     return CompiledSnippet(kernel, lir.master_shape, lir.parallel_rank,
                            [v.type.shape for v in optimized.inputs], [v.type.shape for v in optimized.outputs],
-                           lir.debug_print())
+                           lir.debug_print(), getattr(lir, "scratch_rows", 0))

@@ -32,3 +32,23 @@ def scalar(ctx: OpContext):
 def power_static(ctx: OpContext, x):
     """x ** power for a compile-time power."""
     return np.power(x, x.dtype.type(ctx.attrs["power"])).astype(x.dtype, copy=False)
+
+
+REDUCE_KINDS = ("sum", "max", "min", "prod", "mean")
+
+
+def _infer_reduce_last(ctx: OpContext) -> list[TensorType]:
+    t = ctx.in_types[0]
+    if ctx.attrs["kind"] not in REDUCE_KINDS:
+        raise ctx.fail(f"kind must be one of {REDUCE_KINDS}, got {ctx.attrs['kind']!r}")
+    if t.shape is None or not t.shape:
+        raise ctx.fail("ReduceLast needs an input of known rank >= 1")
+    return [TensorType(t.dtype, tuple(t.shape[:-1]) + (1,))]
+
+
+@register("ReduceLast", Category.REDUCTION, infer=_infer_reduce_last, inputs=1, domain=DOMAIN,
+          attrs={"kind": REQUIRED})
+def reduce_last(ctx: OpContext, x):
+    """The reduction of the innermost axis, kept as a size-1 dim (sum, max, min, prod or mean)."""
+    fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean}[ctx.attrs["kind"]]
+    return fn(x, axis=-1, keepdims=True).astype(x.dtype, copy=False)

@@ -25,15 +25,16 @@ class Emitter(ABC):
 
 @dataclass
 class KernelFunction:
-    """A compiled kernel: `fn(ptrs, dims, begin, end)` processes iterations [begin, end) of the parallel
-    domain; `ptrs` are the data pointers of the inputs then the outputs, `dims` the master shape."""
+    """A compiled kernel: `fn(ptrs, dims, begin, end, scratch)` processes iterations [begin, end) of the
+    parallel domain; `ptrs` are the data pointers of the inputs then the outputs, `dims` the master
+    shape, `scratch` the calling thread's scratchpad (`scratch_rows` rows of the innermost dim)."""
     name: str
     fn: Callable                      # ctypes function
     source: str                       # LLVM IR or C source, for debugging
     keepalive: Any = field(default=None, repr=False)
     asm: Callable[[], str] | None = field(default=None, repr=False)
 
-    ARGTYPES = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    ARGTYPES = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 
 class TargetMachine(ABC):

@@ -18,9 +18,9 @@ class Canonicalization(BodyPass):
         self.input_layouts = input_layouts
 
     def run(self, body: Graph) -> bool:
-        master = broadcast_shapes(*(v.type.shape for v in body.outputs))
+        master = broadcast_shapes(*(v.type.shape for v in body.values()))
         if master is None:
-            raise ValueError(f"body '{body.name}': output ranks must be known to canonicalize")
+            raise ValueError(f"body '{body.name}': ranks must be known to canonicalize")
         if not master:
             master = (1,)   # scalars run as one element of a rank-1 loop nest
         rank = len(master)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ...ir.graph import Graph
 from .canonicalization import Canonicalization
+from .decompose_reductions import DecomposeReductions
 from .convert_constants_to_scalars import ConvertConstantsToScalars
 from .convert_power_to_powerstatic import ConvertPowerToPowerStatic
 from .eliminate_identity_arithmetic import EliminateIdentityArithmetic
@@ -10,8 +11,9 @@ from ..pass_manager import PassPipeline, PositionedPass
 
 
 def data_flow_pipeline(extra: list[PositionedPass] = ()) -> PassPipeline:
-    pipeline = PassPipeline([Canonicalization(), ConvertConstantsToScalars(), ConvertPowerToPowerStatic(),
-                             EliminateIdentityArithmetic()])
+    # reductions first: their axis attributes refer to the ranks before canonicalization pads them
+    pipeline = PassPipeline([DecomposeReductions(), Canonicalization(), ConvertConstantsToScalars(),
+                             ConvertPowerToPowerStatic(), EliminateIdentityArithmetic()])
     for p in extra:
         pipeline.insert(p)
     return pipeline

@@ -32,7 +32,7 @@ class LinearIR:
     # ---- construction --------------------------------------------------------------------------------
     @staticmethod
     def from_body(body: Graph, vector_lanes: int = 16) -> "LinearIR":
-        master = broadcast_shapes(*(v.type.shape for v in body.outputs))
+        master = broadcast_shapes(*(v.type.shape for v in body.values()))  # reduced dims included
         lir = LinearIR(master, vector_lanes)
         made: dict[int, ExpressionPort] = {}  # id(Value) -> output port producing it
         for i, v in enumerate(body.inputs):

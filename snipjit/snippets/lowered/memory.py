@@ -22,6 +22,11 @@ def memory_of(port: ExpressionPort) -> Expression | None:
     return None
 
 
+def pointer_key(port: ExpressionPort) -> tuple:
+    """Which data pointer register a memory port moves: its Load/Store's `buffer` attribute."""
+    return tuple(port.expr.attrs["buffer"])
+
+
 def memory_shape(port: ExpressionPort) -> tuple:
     mem = memory_of(port)
     if mem is None:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from ..pass_manager import PassPipeline, PositionedPass
+from .passes.allocate_buffers import AllocateBuffers
 from .passes.clean_repeated_ptr_shifts import CleanRepeatedDataPointerShifts
+from .passes.decompose_reduce import DecomposeReduce
 from .passes.fuse_loops import FuseLoops
 from .passes.init_loops import InitLoops
 from .passes.insert_broadcast_move import InsertBroadcastMove
@@ -16,9 +18,9 @@ from .passes.propagate_layout import PropagateLayout
 
 def control_flow_pipeline(loop_depth: int = 1, extra: list[PositionedPass] = ()) -> PassPipeline:
     pipeline = PassPipeline([
-        MarkLoops(loop_depth), FuseLoops(), InsertBuffers(), InsertLoadStore(), InitLoops(), InsertLoops(),
-        InsertBroadcastMove(), LoadMoveBroadcastToBroadcastLoad(), CleanRepeatedDataPointerShifts(),
-        PropagateLayout(),
+        MarkLoops(loop_depth), FuseLoops(), DecomposeReduce(), InsertBuffers(), InsertLoadStore(), InitLoops(),
+        InsertLoops(), InsertBroadcastMove(), LoadMoveBroadcastToBroadcastLoad(), AllocateBuffers(),
+        CleanRepeatedDataPointerShifts(), PropagateLayout(),
     ])
     for p in extra:
         pipeline.insert(p)

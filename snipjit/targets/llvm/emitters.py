@@ -216,6 +216,9 @@ class StoreEmitter(Emitter):
         if dtype == "bool":
             value = b.zext(mask(ctx, value), ir.VectorType(I8, ctx.lanes))
         ptr = ctx.buffer_ptr(buffer)
+        if expr.attrs.get("count") == 1:   # one element: lane 0
+            b.store(b.extract_element(value, ir.Constant(I32, 0)), ptr)
+            return
         m = ctx.tail_mask() if expr.attrs.get("tail") else None
         if m is None:
             b.store(value, ptr, align=1 if dtype == "bool" else 4)
@@ -248,3 +251,48 @@ def _spill_slot(ctx: KernelContext, slot: int) -> ir.Value:
             ctx.builder.position_at_start(ctx._entry)
             ctx.spill_slots[slot] = ctx.builder.alloca(ctx.vec, name=f"spill{slot}")
     return ctx.spill_slots[slot]
+
+
+class FillEmitter(Emitter):
+    """An accumulator's start: the reduction's identity in every lane."""
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        ctx.write(expr.out_regs[0], const(ctx, expr.attrs["value"]))
+
+
+_COMBINE: dict[str, Callable[[KernelContext, ir.Value, ir.Value], ir.Value]] = {
+    "sum": lambda c, a, b: c.builder.fadd(a, b),
+    "mean": lambda c, a, b: c.builder.fadd(a, b),
+    "prod": lambda c, a, b: c.builder.fmul(a, b),
+    "max": lambda c, a, b: intrinsic(c, "llvm.maximum", a, b),
+    "min": lambda c, a, b: intrinsic(c, "llvm.minimum", a, b),
+}
+
+
+class AccumulateEmitter(Emitter):
+    """acc = acc op x; in a tail only the live lanes change."""
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        acc, x = (ctx.read(r) for r in expr.in_regs)
+        new = _COMBINE[expr.attrs["kind"]](ctx, acc, x)
+        m = ctx.tail_mask()
+        ctx.write(expr.out_regs[0], new if m is None else ctx.builder.select(m, new, acc))
+
+
+class HorizonEmitter(Emitter):
+    """Combine all lanes (a butterfly of shuffles), leaving the result in every lane; mean divides by
+    the reduced count."""
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        b = ctx.builder
+        v = ctx.read(expr.in_regs[0])
+        combine = _COMBINE[expr.attrs["kind"]]
+        step = ctx.lanes // 2
+        while step:
+            mask = ir.Constant(ir.VectorType(I32, ctx.lanes), [i ^ step for i in range(ctx.lanes)])
+            v = combine(ctx, v, b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), mask))
+            step //= 2
+        if expr.attrs["kind"] == "mean":
+            count = b.sitofp(ctx.sym(expr.attrs["count"]), F32)
+            v = b.fdiv(v, splat(b, count, ctx.lanes))
+        ctx.write(expr.out_regs[0], v)

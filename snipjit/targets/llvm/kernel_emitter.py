@@ -1,11 +1,12 @@
 """The LLVM KernelEmitter: one function for a whole prepared Linear IR.
 
-    void kernel(ptr ptrs, ptr dims, i64 begin, i64 end)
+    void kernel(ptr ptrs, ptr dims, i64 begin, i64 end, ptr scratch)
 
-`ptrs` holds the data pointers of the body inputs then outputs, `dims` the master shape. The kernel walks
-iterations [begin, end) of its parallel domain (the master dims in front of the loop dims): for each it
-computes every buffer's data pointer from the iteration's indices and the buffer's layout (the guide's
-KernelEmitter job), then emits the expressions in order through their emitters.
+`ptrs` holds the data pointers of the body inputs then outputs, `dims` the master shape, `scratch` the
+calling thread's scratchpad for Buffers. The kernel walks iterations [begin, end) of its parallel domain
+(the master dims in front of the loop dims): for each it computes every input's and output's data
+pointer from the iteration's indices and the layout (the guide's KernelEmitter job), then emits the
+expressions in order through their emitters. Buffer pointers are set where each loop nest begins.
 
 Registers are modelled literally: each physical register of the Linear IR is a stack slot (`alloca`)
 the emitters read and write; LLVM's mem2reg turns them into SSA values and does the final allocation.
@@ -48,6 +49,7 @@ class KernelContext:
     buffer_dtypes: dict[tuple, str] = field(default_factory=dict)
     loops: list[LoopFrame] = field(default_factory=list)
     spill_slots: dict[int, ir.Value] = field(default_factory=dict)
+    scratch: ir.Value | None = None
     _sym_cache: dict[Sym, ir.Value] = field(default_factory=dict)
     _entry: ir.Block | None = None
 
@@ -91,6 +93,15 @@ class KernelContext:
         offset = self.builder.mul(elements, ir.Constant(I64, data_size))
         self.write(buffer_reg, self.builder.gep(ptr, [offset], source_etype=I8))
 
+    def rebase_buffers(self, exprs) -> None:
+        """Point the registers of the scratch buffers these expressions use at their rows."""
+        row_bytes = self.builder.mul(self.dims[-1], ir.Constant(I64, 4))
+        for e in exprs:
+            key = tuple(e.attrs.get("buffer", ("",)))
+            if key[0] == "scratch":
+                offset = self.builder.mul(row_bytes, ir.Constant(I64, e.attrs["row"]))
+                self.write(self.buffer_regs[key], self.builder.gep(self.scratch, [offset], source_etype=I8))
+
     def tail_mask(self) -> ir.Value | None:
         """The lane mask of the innermost tail loop being emitted (lanes < remaining)."""
         for frame in reversed(self.loops):
@@ -122,11 +133,11 @@ class LLVMKernelEmitter:
     def emit(self) -> ir.Module:
         lir = self.lir
         module = ir.Module(name=self.name)
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name=self.name)
-        ptrs_arg, dims_arg, begin, end = fn.args
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, PTR]), name=self.name)
+        ptrs_arg, dims_arg, begin, end, scratch = fn.args
         entry = fn.append_basic_block("entry")
         builder = ir.IRBuilder(entry)
-        ctx = KernelContext(lir, module, builder, self.lanes, _entry=entry)
+        ctx = KernelContext(lir, module, builder, self.lanes, scratch=scratch, _entry=entry)
         rank = len(lir.master_shape)
         ctx.dims = [builder.load(builder.gep(dims_arg, [ir.Constant(I64, d)], source_etype=I64), name=f"D{d}", typ=I64)
                     for d in range(rank)]
@@ -137,6 +148,11 @@ class LLVMKernelEmitter:
         for i, r in enumerate(results):
             ctx.buffer_regs[("result", i)] = r.in_descs[0].reg
             ctx.buffer_dtypes[("result", i)] = r.dtype
+        for e in lir.expressions:
+            key = tuple(e.attrs.get("buffer", ("",)))
+            if key[0] == "scratch":
+                ctx.buffer_regs[key] = Reg("scratch", key[1])
+                ctx.buffer_dtypes[key] = "f32"
         preamble = [e for e in lir.expressions if e.op in ("Parameter", "Scalar") and not e.loop_ids]
         body = [e for e in lir.expressions if e not in preamble and e.op != "Result"]
         for e in preamble:

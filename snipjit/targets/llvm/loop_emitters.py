@@ -16,6 +16,8 @@ class LoopBeginEmitter(Emitter):
         exit_ = b.function.append_basic_block(f"loop{loop_id}.exit")
         inc = ir.Constant(I64, info.increment)
         frame = LoopFrame(loop_id, body, exit_, expr.out_regs[0])
+        if not expr.loop_ids and info.parent_id is None:   # a nest begins: scratch buffers start at their rows
+            ctx.rebase_buffers(e for e in ctx.lir.expressions if loop_id in e.loop_ids)
         work = ctx.sym(info.work_amount)
         if info.is_tail:
             frame.remaining = b.urem(work, inc) if info.parent_id is not None else work

@@ -4,8 +4,9 @@ from __future__ import annotations
 from ..target import Emitter, KernelFunction, TargetMachine
 from . import jit
 from .objects import compile_to_object, load_object
-from .emitters import (COMPUTE, BroadcastMoveEmitter, ComputeEmitter, LoadEmitter, NopEmitter, ReloadEmitter,
-                       ScalarEmitter, SpillEmitter, StoreEmitter)
+from .emitters import (COMPUTE, AccumulateEmitter, BroadcastMoveEmitter, ComputeEmitter, FillEmitter,
+                       HorizonEmitter, LoadEmitter, NopEmitter, ReloadEmitter, ScalarEmitter, SpillEmitter,
+                       StoreEmitter)
 from .kernel_emitter import LLVMKernelEmitter
 from .loop_emitters import LoopBeginEmitter, LoopEndEmitter
 
@@ -13,7 +14,8 @@ _CONTROL: dict[str, Emitter] = {
     "Parameter": NopEmitter(), "Result": NopEmitter(), "Scalar": ScalarEmitter(),
     "Load": LoadEmitter(), "BroadcastLoad": LoadEmitter(broadcast=True), "Store": StoreEmitter(),
     "BroadcastMove": BroadcastMoveEmitter(), "LoopBegin": LoopBeginEmitter(), "LoopEnd": LoopEndEmitter(),
-    "Spill": SpillEmitter(), "Reload": ReloadEmitter(),
+    "Spill": SpillEmitter(), "Reload": ReloadEmitter(), "Buffer": NopEmitter(),
+    "Fill": FillEmitter(), "Accumulate": AccumulateEmitter(), "Horizon": HorizonEmitter(),
 }
 _COMPUTE: dict[str, Emitter] = {op: ComputeEmitter(fn) for op, fn in COMPUTE.items()}
 

@@ -1,15 +1,15 @@
 """CleanRepeatedDataPointerShifts: shift each data pointer once per loop.
 
-Several memory ports of a loop can use the same buffer (two Loads of one Parameter feed two consumers);
-they share one data pointer register, so only the first port keeps its increment and finalization
-offset — otherwise the pointer would move twice per iteration.
+Several memory ports of a loop can use the same data pointer register (two Loads of one Parameter feed
+two consumers; a Load and a Store of buffers in one register group); only the first port keeps its
+increment and finalization offset — otherwise the pointer would move twice per iteration.
 """
 from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ...symbolic import Sym
 from ..linear_ir import LinearIR
-from ..memory import memory_of
+from ..memory import pointer_key
 
 
 class CleanRepeatedDataPointerShifts(LinearIRPass):
@@ -18,14 +18,14 @@ class CleanRepeatedDataPointerShifts(LinearIRPass):
     def run(self, lir: LinearIR) -> bool:
         changed = False
         for info in lir.loop_manager.loops.values():
-            seen: set[int] = set()
+            seen: set[tuple] = set()
             for lp in info.ports:
-                mem = memory_of(lp.port)
-                if id(mem) in seen:
+                key = pointer_key(lp.port)
+                if key in seen:
                     if lp.is_incremented or not lp.finalization_offset.is_zero:
                         changed = True
                     lp.is_incremented = False
                     lp.ptr_increment = lp.finalization_offset = Sym()
                 else:
-                    seen.add(id(mem))
+                    seen.add(key)
         return changed

@@ -4,7 +4,8 @@ Two nests over the same dims fuse level by level when each pair of loops has the
 one of them does a single iteration (a broadcast along that dim: its expressions are simply recomputed
 in every iteration of the other). Fused expressions keep the first nest's ids; the second nest's
 loops are dropped. Data flows from the first nest to the second inside one iteration, so no buffer is
-needed between them.
+needed between them. Nests separated by other expressions, or where the second reads a reduction the
+first accumulates (complete only after the first nest), never fuse.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class FuseLoops(LinearIRPass):
         i = 0
         while i + 1 < len(nests):
             a, b = nests[i], nests[i + 1]
-            if self.can_fuse(lir, a, b):
+            if self.can_fuse(lir, a, b) and self.independent(lir, a, b):
                 self.fuse(lir, a, b)
                 nests.pop(i + 1)
                 changed = True
@@ -39,6 +40,16 @@ class FuseLoops(LinearIRPass):
             if e.loop_ids and (not out or out[-1] != e.loop_ids):
                 out.append(list(e.loop_ids))
         return out
+
+    @staticmethod
+    def independent(lir: LinearIR, a: list[int], b: list[int]) -> bool:
+        """Adjacent nests, and nothing in `b` reads a reduction accumulated in `a`."""
+        index_a = [i for i, e in enumerate(lir.expressions) if e.loop_ids == a]
+        index_b = [i for i, e in enumerate(lir.expressions) if e.loop_ids == b]
+        if index_a[-1] + 1 != index_b[0]:
+            return False
+        return not any(c.source.expr.loop_ids == a and c.source.expr.op in ("ReduceLast", "Accumulate")
+                       for i in index_b for c in lir.expressions[i].inputs)
 
     @staticmethod
     def can_fuse(lir: LinearIR, a: list[int], b: list[int]) -> bool:

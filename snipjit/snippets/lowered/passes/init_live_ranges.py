@@ -2,8 +2,11 @@
 
 Data values get "vec" registers; data pointers (Parameter/Result) and loop counters (LoopBegin) get
 "gpr" registers. A value's interval runs from its definition to its last use, extended to the end of
-any loop that uses it without defining it (the value must survive every iteration). Each expression's
-`live_regs` are the registers live across it. Intervals are kept in `lir.live_intervals`.
+any loop that uses it without defining it (the value must survive every iteration). Parameters and
+Scalars are set once, before the kernel's loop over its parallel domain, so they live to the end. Each expression's
+`live_regs` are the registers live across it. An accumulator (`inplace=k`) writes the register of its
+input k, whose interval then lasts until the accumulated value's last use. Intervals are kept in
+`lir.live_intervals`.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
 from ..port import Reg
 
-_NO_VALUE = ("Store", "Result", "LoopEnd", "Spill")
+_NO_VALUE = ("Store", "Result", "LoopEnd", "Spill", "Buffer")   # memory markers and stores hold no value
 _GPR_OPS = ("Parameter", "Result", "LoopBegin")
 
 
@@ -37,17 +40,20 @@ class InitLiveRanges(LinearIRPass):
                 continue
             for k, d in enumerate(e.out_descs):
                 kind = "gpr" if e.op in _GPR_OPS else "vec"
-                reg = Reg(kind, counters[kind])
-                counters[kind] += 1
+                if "inplace" in e.attrs:
+                    reg = e.in_descs[e.attrs["inplace"]].reg
+                else:
+                    reg = Reg(kind, counters[kind])
+                    counters[kind] += 1
                 d.reg = reg
-                end = i
+                end = intervals[reg][1] if reg in intervals else i
                 for c in e.outputs[k].consumers:
                     j = lir.index(c.expr)
                     outer = [l for l in c.expr.loop_ids if l not in e.loop_ids]
                     end = max(end, j, *(loop_end_at.get(l, j) for l in outer))
-                if e.op == "Parameter":
-                    end = len(lir.expressions)
-                intervals[reg] = (i, end)
+                if e.op in ("Parameter", "Scalar"):
+                    end = len(lir.expressions)   # set once before the parallel domain's loop: live in all of it
+                intervals[reg] = (intervals[reg][0] if reg in intervals else i, end)
         for i, e in enumerate(lir.expressions):
             e.live_regs = {r for r, (s, t) in intervals.items() if s < i < t}
         lir.live_intervals = intervals

@@ -1,28 +1,32 @@
-"""InsertBuffers: find values that cross from one loop nest into another.
+"""InsertBuffers: route values that cross from one loop nest into another through memory.
 
-Such a value must go through memory (a `Buffer` in the kernel's scratchpad). Elementwise bodies always
-end up in one fused nest, so nothing crosses; buffers and their allocation arrive with reductions. Until
-then the pass reports a crossing as an error naming the value, and the runtime keeps that subgraph on
-its reference kernels instead of compiling a wrong kernel.
+A value computed in one nest and read in a later nest over the same dims (a softmax's exponentials,
+read again after their sum is known) cannot stay in a register: it goes into a `Buffer` — one row of the
+innermost loop in the kernel's per-thread scratchpad, which AllocateBuffers places. The Buffer sits
+between the two nests; InsertLoadStore then stores into it in the producer's nest and loads from it in
+each consumer's.
 """
 from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
-from ..linear_ir import LinearIR, LinearIRError
-from ..memory import LOOP_FREE_OPS
+from ..linear_ir import LinearIR
 
 
 class InsertBuffers(LinearIRPass):
     name = "InsertBuffers"
 
     def run(self, lir: LinearIR) -> bool:
-        for e in lir.expressions:
-            if not e.loop_ids:
-                continue
-            for conn in e.outputs:
-                for c in conn.consumers:
-                    if c.expr.op in LOOP_FREE_OPS or c.expr.loop_ids == e.loop_ids:
-                        continue
-                    raise LinearIRError(f"{e.name} feeds {c.expr.name} in another loop nest; this needs a "
-                                        "Buffer, which this version does not allocate yet")
-        return False
+        count = 0
+        for e in list(lir.expressions):
+            if not e.loop_ids or e.op == "Accumulate":
+                continue   # accumulators are read after their loop by Horizon, in a register
+            for k, conn in enumerate(e.outputs):
+                crossing = [c for c in conn.consumers if c.expr.loop_ids and c.expr.loop_ids != e.loop_ids]
+                if not crossing:
+                    continue
+                end = max(i for i, x in enumerate(lir.expressions) if x.loop_ids == e.loop_ids)
+                shape = (1,) * (len(lir.master_shape) - 1) + (lir.master_shape[-1],)
+                lir.insert_node("Buffer", [e.output_port(k)], end + 1, {"index": count}, loop_ids=(),
+                                out_shape=shape, dtype=e.dtype, consumers=crossing)
+                count += 1
+        return count > 0
