@@ -8,15 +8,19 @@ Conv/MatMul/Gemm applies a bias and an activation in place on its output while i
 
 (each step optional, in this order, each consuming the single-use output of the previous one) stays with
 the heavy op. A node is marked whether or not the Snippets compiler supports it: the mark says who owns
-the node, and the tokenizer ignores unsupported nodes anyway. Option `fuse_epilogues=False` turns the pass
+the node, and the tokenizer ignores unsupported nodes anyway. A chain whose result feeds a node the
+tokenizer will fuse stays unmarked: that kernel applies the epilogue without an extra pass over memory,
+which the in-place BLAS epilogue cannot avoid (option `epilogues_yield_to_kernels=False` keeps them
+marked). Option `fuse_epilogues=False` turns the pass
 off (every elementwise node is then left to the tokenizer).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir.graph import Graph, Node, Value
+from ..snippets.support import is_supported
 
 SKIPPED_BY_PLUGIN = "skipped_by_plugin"
 
@@ -63,11 +67,13 @@ EPILOGUE: tuple[EpilogueStep, ...] = (
 class _Chain:
     heavy: Node   # the heavy op the chain starts at
     steps: int    # how many EPILOGUE steps it has already passed
+    nodes: list[Node] = field(default_factory=list)   # the epilogue nodes marked so far
 
 
 class MarkSkippedByPlugin:
     def __init__(self, options: dict | None = None):
         self.enabled = bool((options or {}).get("fuse_epilogues", True))
+        self.yield_to_kernels = bool((options or {}).get("epilogues_yield_to_kernels", True))
 
     def run(self, graph: Graph) -> Graph:
         if not self.enabled:
@@ -87,8 +93,13 @@ class MarkSkippedByPlugin:
                 step = self.next_step(node, data, chain)
                 if step is not None:
                     node.meta[SKIPPED_BY_PLUGIN] = True
-                    chains[node.outputs[0]] = _Chain(chain.heavy, step + 1)
+                    chains[node.outputs[0]] = _Chain(chain.heavy, step + 1, chain.nodes + [node])
                     break
+        for value, chain in chains.items():
+            if self.yield_to_kernels and chain.nodes and any(is_supported(n) and not n.meta.get(SKIPPED_BY_PLUGIN)
+                                   for n, _ in uses.get(value, ())):
+                for n in chain.nodes:   # a kernel follows: it takes the epilogue for free
+                    n.meta.pop(SKIPPED_BY_PLUGIN, None)
         return graph
 
     @staticmethod

@@ -71,7 +71,20 @@ def test_epilogue_order_and_single_use(body, expected):
       [m: f32[4,16]] = MatMul(x, w)
       {body}
     }}"""
-    assert marked(text) == expected
+    assert marked(text, epilogues_yield_to_kernels=False) == expected
+
+
+def test_an_epilogue_feeding_a_fusable_node_is_left_to_the_kernel():
+    text = """graph(x: f32[4,8], w: f32[8,16]) -> [z: f32[4,16], t: f32[16,4]] {
+      const b: f32[16] = <elided>
+      [m: f32[4,16]] = MatMul(x, w)
+      [a: f32[4,16]] = Add(m, b)
+      [z: f32[4,16]] = Erf(a)
+      [m2: f32[4,16]] = MatMul(x, w)
+      [a2: f32[4,16]] = Add(m2, b)
+      [t: f32[16,4]] = Transpose(a2) {perm=[1, 0]}
+    }"""
+    assert marked(text) == ["a2"]                 # Erf fuses the first bias; Transpose cannot
 
 
 def test_heavy_output_that_is_a_graph_output_keeps_its_consumers():
@@ -101,6 +114,10 @@ def test_tokenizer_leaves_the_epilogue_to_the_heavy_op():
       [y: f32[4,16]] = Mul(e, r)
     }"""
     g = parse_graph(text, elided="zeros", infer=False)
-    g = tokenize_snippets(mark_skipped_by_plugin(g, {}), {})
+    options = {"epilogues_yield_to_kernels": False}
+    g = tokenize_snippets(mark_skipped_by_plugin(g, options), options)
     assert [n.op for n in g.nodes] == ["MatMul", "Add", "Relu", "Subgraph"]
     assert [n.op for n in g.nodes[3].attrs["body"].nodes] == ["Exp", "Mul"]
+    g = tokenize_snippets(mark_skipped_by_plugin(parse_graph(text, elided="zeros", infer=False), {}), {})
+    assert [n.op for n in g.nodes] == ["MatMul", "Subgraph"]     # by default the kernel takes the epilogue
+    assert [n.op for n in g.nodes[1].attrs["body"].nodes] == ["Add", "Relu", "Exp", "Mul"]
