@@ -1,0 +1,164 @@
+"""The `blas` implementation: MatMul/Gemm/Conv through NumPy against the reference kernels, both into
+planned buffers and into new arrays, and bias/activation epilogues absorbed into the heavy step."""
+import numpy as np
+import pytest
+
+import snipjit
+from snipjit import GraphBuilder
+from snipjit.runtime.blas_impl import BlasKernel
+
+rng = np.random.default_rng(0)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def build(op, inputs, consts=(), **attrs):
+    """A one-node graph: `inputs` (name -> array) are graph inputs, `consts` follow as constants."""
+    b = GraphBuilder()
+    args = [b.input(name, "f32", list(a.shape)) for name, a in inputs.items()]
+    args += [b.const(c) if c is not None else None for c in consts]
+    b.output(b.op(op, *args, **attrs), "y")
+    return b.build()
+
+
+def check_against_reference(graph, feeds):
+    blas = snipjit.compile(graph, fuse=False, fold=False)
+    ref = snipjit.compile(graph, fold=False, implementations={"reference"})
+    assert [s.kind for s in blas.plan] == ["blas"]
+    expected = ref.run(feeds)[0]
+    got = blas.run(feeds)[0]
+    assert got.shape == expected.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+    # the kernel outside a plan: into a new array, and into a given one
+    kernel = blas.plan[0].kernel
+    args = list(feeds.values()) + [v.data for v in graph.nodes[0].inputs[len(feeds):] if v is not None]
+    np.testing.assert_allclose(kernel(args)[0], expected, rtol=2e-5, atol=2e-5)
+    out = np.full(expected.shape, np.nan, np.float32)
+    kernel.run_into(args, [out])
+    np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((5, 7), (7, 3)),
+    ((48, 96), (96, 80)),            # large enough to be planned
+    ((4, 5, 7), (4, 7, 3)),          # batched
+    ((2, 1, 5, 7), (3, 7, 6)),       # batch dims broadcast
+    ((7,), (7, 3)),                  # 1-D left operand
+    ((2, 5, 7), (7,)),               # 1-D right operand
+    ((7,), (7,)),                    # a dot product
+])
+def test_matmul(a_shape, b_shape):
+    feeds = {"a": randn(*a_shape), "b": randn(*b_shape)}
+    check_against_reference(build("MatMul", feeds), feeds)
+
+
+@pytest.mark.parametrize("trans_a, trans_b, alpha, beta, c_shape", [
+    (0, 0, 1.0, 1.0, None),
+    (1, 0, 1.0, 1.0, (6,)),
+    (0, 1, 0.5, 1.0, (1, 6)),
+    (1, 1, 2.0, 0.25, (5, 1)),
+    (0, 0, 1.0, -1.5, (5, 6)),
+    (0, 1, 1.0, 3.0, ()),
+])
+def test_gemm(trans_a, trans_b, alpha, beta, c_shape):
+    a = randn(*((9, 5) if trans_a else (5, 9)))
+    b = randn(*((6, 9) if trans_b else (9, 6)))
+    consts = [randn(*c_shape)] if c_shape is not None else []
+    feeds = {"a": a, "b": b}
+    graph = build("Gemm", feeds, consts, transA=trans_a, transB=trans_b, alpha=alpha, beta=beta)
+    check_against_reference(graph, feeds)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, bias, attrs", [
+    ((2, 16, 9, 9), (32, 16, 1, 1), True, {}),                                   # pointwise, fast path
+    ((2, 16, 9, 9), (32, 16, 1, 1), False, {"strides": [1, 1], "pads": [0, 0, 0, 0]}),
+    ((1, 8, 20), (4, 8, 1), True, {}),                                           # 1-D pointwise
+    ((1, 4, 9, 9), (8, 4, 1, 1), False, {"strides": [2, 2]}),                     # strided 1x1: not pointwise
+    ((1, 4, 9, 9), (8, 4, 1, 1), True, {"pads": [1, 1, 1, 1]}),                   # padded 1x1
+    ((2, 3, 10, 10), (8, 3, 3, 3), True, {}),                                    # k x k
+    ((1, 3, 11, 11), (8, 3, 3, 3), False, {"strides": [2, 2]}),
+    ((1, 3, 10, 10), (8, 3, 3, 3), True, {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 10, 10), (8, 3, 3, 3), False, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 12, 12), (8, 3, 3, 3), False, {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 8, 10, 10), (12, 2, 3, 3), True, {"group": 4, "pads": [1, 1, 1, 1]}),   # grouped
+    ((1, 8, 10, 10), (8, 1, 3, 3), True, {"group": 8, "pads": [1, 1, 1, 1]}),    # depthwise
+    ((1, 8, 10, 10), (8, 4, 1, 1), False, {"group": 2}),                         # grouped 1x1
+])
+def test_conv(x_shape, w_shape, bias, attrs):
+    feeds = {"x": randn(*x_shape)}
+    consts = [randn(*w_shape)] + ([randn(w_shape[0])] if bias else [])
+    check_against_reference(build("Conv", feeds, consts, **attrs), feeds)
+
+
+def test_pointwise_conv_is_one_gemm():
+    graph = build("Conv", {"x": randn(1, 4, 3, 3)}, [randn(8, 4, 1, 1)])
+    kernel = BlasKernel(graph.nodes[0])
+    assert kernel._is_pointwise(graph.nodes[0].inputs[1].data)
+    strided = build("Conv", {"x": randn(1, 4, 3, 3)}, [randn(8, 4, 1, 1)], strides=[2, 2])
+    assert not BlasKernel(strided.nodes[0])._is_pointwise(strided.nodes[0].inputs[1].data)
+
+
+# ---- epilogues ----------------------------------------------------------------------------------
+def conv_bias_relu(bias_shape=(16, 1, 1), activation="Relu"):
+    b = GraphBuilder()
+    x = b.input("x", "f32", [2, 8, 12, 12])
+    y = b.Conv(x, b.const(randn(16, 8, 3, 3)), pads=[1, 1, 1, 1])
+    y = b.Add(y, b.const(randn(*bias_shape)))
+    b.output(b.op(activation, y), "y")
+    return b.build()
+
+
+def test_conv_bias_relu_is_one_blas_step():
+    graph = conv_bias_relu()
+    fused = snipjit.compile(graph, fold=False)   # folding would move the bias into the Conv
+    apart = snipjit.compile(graph, fold=False, fuse_epilogues=False)
+    assert [(s.kind, s.ops) for s in fused.plan] == [("blas", ["Conv", "Add", "Relu"])]
+    assert [(s.kind, s.ops) for s in apart.plan] == [("blas", ["Conv"]), ("snippet", ["Add", "Relu"])]
+    x = randn(2, 8, 12, 12)
+    got = fused.run({"x": x})[0]
+    np.testing.assert_allclose(got, apart.run({"x": x})[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, snipjit.compile(graph, implementations={"reference"}).run({"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+    assert got.min() == 0 and got.max() > 0
+
+
+@pytest.mark.parametrize("activation", ["Relu", "Sigmoid", "Tanh", "LeakyRelu"])
+def test_absorbed_activations_match_the_reference(activation):
+    graph = conv_bias_relu(activation=activation)
+    fused = snipjit.compile(graph, fold=False)
+    assert fused.plan[0].ops == ["Conv", "Add", activation] and len(fused.plan) == 1
+    x = randn(2, 8, 12, 12)
+    expected = snipjit.compile(graph, implementations={"reference"}).run({"x": x})[0]
+    np.testing.assert_allclose(fused.run({"x": x})[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("lo, hi", [(0.0, 6.0), (-1.0, None), (None, 0.5)])
+def test_absorbed_clip(lo, hi):
+    b = GraphBuilder()
+    x = b.input("x", "f32", [16, 32])
+    m = b.MatMul(x, b.const(randn(32, 24)))
+    m = b.Add(b.const(randn(24)), m)   # bias first
+    bound = [b.const(np.float32(v)) if v is not None else None for v in (lo, hi)]
+    b.output(b.Clip(m, *bound), "y")
+    graph = b.build()
+    fused = snipjit.compile(graph, fold=False)
+    assert [(s.kind, s.ops) for s in fused.plan] == [("blas", ["MatMul", "Add", "Clip"])]
+    xv = randn(16, 32) * 3
+    expected = snipjit.compile(graph, implementations={"reference"}).run({"x": xv})[0]
+    np.testing.assert_allclose(fused.run({"x": xv})[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_epilogue_of_a_small_output_computed_into_a_new_array():
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 8])
+    y = b.Gemm(x, b.const(randn(4, 8)), b.const(randn(4)), transB=1)
+    b.output(b.Transpose(b.Tanh(y), perm=[1, 0]), "y")   # a consumer no kernel fuses
+    graph = b.build()
+    fused = snipjit.compile(graph, fold=False)
+    assert [(s.kind, s.ops) for s in fused.plan] == [("blas", ["Gemm", "Tanh"]), ("reference", ["Transpose"])]
+    xv = randn(3, 8)
+    expected = snipjit.compile(graph, implementations={"reference"}).run({"x": xv})[0]
+    np.testing.assert_allclose(fused.run({"x": xv})[0], expected, rtol=1e-5, atol=1e-6)
+    assert next(iter(fused.program.plans().values())).modes == ["call", "call"]
