@@ -13,6 +13,7 @@ from .ir.graph import Graph, TensorType
 from .passes.pipeline import GraphPass, default_pipeline
 from .runtime import blas_impl, snippet_impl  # noqa: F401  (register the implementations)
 from .runtime.program import Program, Step
+from .runtime.profile import Profile
 from .runtime.request import Request
 from .runtime.runtime_constants import RuntimeConstants
 
@@ -76,6 +77,19 @@ class CompiledModel:
         if req is None:
             req = self._local.request = self.create_request()
         return req.run(feeds, outputs)
+
+    def profile(self, feeds: Mapping[str, np.ndarray], runs: int = 10, warmup: int = 2) -> Profile:
+        """Run `runs` inferences with a timer around every step; see `snipjit.runtime.profile`."""
+        req = self.create_request()
+        for _ in range(warmup):
+            req.run(feeds)
+        req.profile = prof = Profile()
+        for _ in range(runs):
+            start = time.perf_counter()
+            req.run(feeds)
+            prof.total_seconds += time.perf_counter() - start
+            prof.runs += 1
+        return prof
 
     def explain(self, show_passes: bool = True, kernels: bool = False) -> str:
         """The graph before and after each pass, the plan with each step's implementation, the memory

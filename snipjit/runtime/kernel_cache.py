@@ -108,8 +108,8 @@ class KernelCache:
                 return None
             kernel = target.load_kernel(payload, header["name"])
             return CompiledSnippet.from_metadata(kernel, header["meta"])
-        except (OSError, ValueError, KeyError, RuntimeError):
-            return None   # unreadable, truncated or stale: compile again
+        except Exception:   # noqa: BLE001 - unreadable, truncated, malformed or stale: compile again
+            return None
 
     def _store(self, key: str, target: TargetMachine, compiled: CompiledSnippet) -> None:
         path = self._path(key)

@@ -1,10 +1,11 @@
 """Memory planning: place buffers with known lifetimes in one arena, reusing space (SolveBufferMemory).
 
 Each buffer has a size and a lifetime [first, last] in steps; two buffers may share bytes only when
-their lifetimes do not overlap. The solver places buffers largest first, each at the lowest offset where
-it fits between the buffers already placed that are alive at the same time (a greedy best-fit that is
-optimal or close on the interval graphs of real models, and exactly checked against brute force on small
-cases in the tests). Offsets are aligned for vector loads.
+their lifetimes do not overlap. The solver places buffers one by one, each at the lowest offset where it
+fits between the buffers already placed that are alive at the same time, for several placement orders
+(largest first, longest-lived first, largest total size×lifetime first, by start), and keeps the
+smallest arena: each order alone can be 1.5× off on small adversarial cases, together they are checked
+optimal against brute force on the hand-made cases of the tests. Offsets are aligned for vector loads.
 """
 from __future__ import annotations
 
@@ -39,10 +40,25 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
+ORDERS = (
+    lambda r: (-r.size, r.first, r.last),
+    lambda r: (-(r.last - r.first), -r.size, r.first),
+    lambda r: (-r.size * (r.last - r.first + 1), r.first),
+    lambda r: (r.first, -r.size),
+)
+
+
 def solve_buffer_memory(requests: list[BufferRequest]) -> MemoryPlan:
+    plans = [_place(sorted(requests, key=order)) for order in ORDERS]
+    best = min(plans, key=lambda p: p[1])
+    return MemoryPlan(best[0], best[1], sum(_align(max(r.size, 1)) for r in requests))
+
+
+def _place(requests: list[BufferRequest]) -> tuple[dict[object, int], int]:
+    """Place buffers in this order, each at the lowest offset free over its lifetime."""
     placed: list[tuple[BufferRequest, int]] = []
     offsets: dict[object, int] = {}
-    for req in sorted(requests, key=lambda r: (-r.size, r.first, r.last)):
+    for req in requests:
         size = _align(max(req.size, 1))
         busy = sorted((off, off + _align(max(r.size, 1))) for r, off in placed if r.overlaps(req))
         offset = 0
@@ -52,5 +68,4 @@ def solve_buffer_memory(requests: list[BufferRequest]) -> MemoryPlan:
             offset = max(offset, hi)
         placed.append((req, offset))
         offsets[req.key] = offset
-    arena = max((off + _align(max(r.size, 1)) for r, off in placed), default=0)
-    return MemoryPlan(offsets, arena, sum(_align(max(r.size, 1)) for r in requests))
+    return offsets, max((off + _align(max(r.size, 1)) for r, off in placed), default=0)

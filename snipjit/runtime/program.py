@@ -55,6 +55,16 @@ class ResolvedPlan:
     escaping: dict[int, TensorType | None]           # roots of graph outputs -> type (None: unknown)
     activation_bytes: int                  # all intermediate values, without reuse
 
+    def root(self, slot: int) -> int:
+        """The slot whose memory a (chain of) view(s) shares."""
+        while slot in self.view_of:
+            slot = self.view_of[slot]
+        return slot
+
+    def owns(self, slot: int) -> bool:
+        """Whether a value's memory is made for each run (an output buffer), not a constant's."""
+        return self.root(slot) in self.escaping
+
 
 @dataclass
 class Program:

@@ -8,6 +8,7 @@ calls each step's kernel with prepared argument lists.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -16,6 +17,7 @@ import numpy as np
 from ..ir.graph import TensorType
 from ..ops.registry import OpError
 from .feeds import FeedError, check_feeds
+from .profile import Profile, StepCounters
 from .program import Program, ResolvedPlan
 
 
@@ -36,6 +38,7 @@ class Request:
         self.program = program
         self.runtime_constants = runtime_constants
         self._entry_inputs = {v.name for v in program.graph.inputs}
+        self.profile: Profile | None = None   # set to collect per-step counters
         self._bound: dict[tuple, BoundPlan] = {}
         self._last_outputs: dict[int, np.ndarray] = {}
         self._output_names = [v.name for v in program.graph.outputs]
@@ -63,7 +66,7 @@ class Request:
             slots[s] = given[s] if s in given else self._recycle(s, t)
         try:
             self._execute(bound)
-            result = [slots[s] if s in bound.plan.escaping or s in bound.plan.view_of or s in p.input_slots
+            result = [slots[s] if bound.plan.owns(s) or s in p.input_slots
                       else np.array(slots[s]) for s in p.output_slots]   # constants: hand out copies
         finally:
             for s in p.input_slots:
@@ -79,24 +82,44 @@ class Request:
 
     def _execute(self, bound: BoundPlan) -> None:
         with np.errstate(all="ignore"):   # inf/NaN results are values here, not errors
-            self._execute_steps(bound)
+            if self.profile is None:
+                for call in bound.calls:
+                    self._call(bound.slots, *call)
+            else:
+                self._execute_profiled(bound)
 
-    def _execute_steps(self, bound: BoundPlan) -> None:
-        slots = bound.slots
-        for mode, kernel, ins, outs, step, shapes in bound.calls:
-            args = [slots[i] if i >= 0 else None for i in ins]
-            try:
-                if mode == "into":
-                    kernel.run_into(args, [slots[o] for o in outs])
-                elif mode == "view":
-                    slots[outs[0]] = args[0].reshape(shapes[0])
-                else:
-                    for o, r in zip(outs, kernel(args)):
-                        slots[o] = r
-            except (OpError, FeedError):
-                raise
-            except Exception as e:  # name the step instead of a bare NumPy error
-                raise ExecutionError(f"step {step.kind} {step.node.label()} failed: {type(e).__name__}: {e}") from e
+    def _execute_profiled(self, bound: BoundPlan) -> None:
+        counters = {c.index: c for c in self.profile.steps}
+        index = {id(s): i for i, s in enumerate(self.program.steps)}
+        for call in bound.calls:
+            start = time.perf_counter()
+            self._call(bound.slots, *call)
+            elapsed = time.perf_counter() - start
+            step = call[4]
+            c = counters.get(index[id(step)])
+            if c is None:
+                c = counters[index[id(step)]] = StepCounters(index[id(step)], step.kind, "+".join(step.ops))
+                self.profile.steps.append(c)
+            c.calls += 1
+            c.seconds += elapsed
+            c.bytes += sum(bound.slots[i].nbytes for i in call[2] + call[3]
+                           if i >= 0 and isinstance(bound.slots[i], np.ndarray))
+
+    @staticmethod
+    def _call(slots: list, mode: str, kernel, ins, outs, step, shapes) -> None:
+        args = [slots[i] if i >= 0 else None for i in ins]
+        try:
+            if mode == "into":
+                kernel.run_into(args, [slots[o] for o in outs])
+            elif mode == "view":
+                slots[outs[0]] = args[0].reshape(shapes[0])
+            else:
+                for o, r in zip(outs, kernel(args)):
+                    slots[o] = r
+        except (OpError, FeedError):
+            raise
+        except Exception as e:  # name the step instead of a bare NumPy error
+            raise ExecutionError(f"step {step.kind} {step.node.label()} failed: {type(e).__name__}: {e}") from e
 
     def _bind(self, arrays: list[np.ndarray]) -> BoundPlan:
         p = self.program
@@ -159,9 +182,9 @@ class Request:
             buf = outputs.get(name)
             if buf is None or buf is result[i]:
                 continue
-            if buf.shape != result[i].shape or buf.dtype != result[i].dtype:
-                raise FeedError(f"output buffer '{name}' must be {result[i].dtype}{list(result[i].shape)}, "
-                                f"got {buf.dtype}{list(buf.shape)}")
+            if not isinstance(buf, np.ndarray) or buf.shape != result[i].shape or buf.dtype != result[i].dtype:
+                raise FeedError(f"output buffer '{name}' must be {result[i].dtype}{list(result[i].shape)}, got "
+                                f"{getattr(buf, 'dtype', type(buf).__name__)}{list(getattr(buf, 'shape', []))}")
             np.copyto(buf, result[i])
             result[i] = buf
         return result

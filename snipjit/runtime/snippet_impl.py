@@ -14,10 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ir.graph import Node
+from ..ir.graph import Node, TensorType
 from ..snippets.compiler import CompiledSnippet, compile_subgraph
 from ..snippets.lowered.linear_ir import LinearIRError
 from ..targets.target import TargetError
+from .dumps import PassDumper, dump_dir
 from .kernel_cache import cache_key, get_kernel_cache
 from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
 from .thread_pool import get_pool
@@ -26,10 +27,13 @@ PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs m
 
 
 class SnippetKernel(Kernel):
-    def __init__(self, node: Node, compiled: CompiledSnippet, fallback):
+    def __init__(self, node: Node, compiled: CompiledSnippet, fallback, options: dict | None = None):
         self.node = node
         self.compiled = compiled
         self.fallback = fallback
+        self.options = options or {}
+        self.variants: dict[tuple, "SnippetKernel | None"] = {}   # by broadcast pattern of the inputs
+        self._variants_lock = threading.Lock()
         self.rank = len(compiled.master_shape)
         self.out_dtypes = [o.type.dtype.np for o in node.outputs]
         self.out_ranks = [len(o.type.shape) for o in node.outputs]
@@ -57,11 +61,41 @@ class SnippetKernel(Kernel):
                     return None
         return tuple(master)
 
+    def specialised(self, arrays: Sequence[np.ndarray]) -> "SnippetKernel | None":
+        """A kernel compiled for the broadcast pattern these inputs have (size-1 dims the compile-time
+        types did not know about), made once per pattern; None when the inputs do not broadcast."""
+        pattern = tuple(tuple(n == 1 for n in a.shape) for a in arrays)
+        if pattern in self.variants:
+            return self.variants[pattern]
+        with self._variants_lock:
+            if pattern not in self.variants:
+                self.variants[pattern] = self._compile_variant(arrays)
+        return self.variants[pattern]
+
+    def _compile_variant(self, arrays: Sequence[np.ndarray]) -> "SnippetKernel | None":
+        from ..passes.infer_shapes import infer_shapes
+        from ..ops.registry import OpError
+        body = self.node.attrs["body"].copy()
+        for v, a in zip(body.inputs, arrays):
+            v.type = TensorType(v.type.dtype, tuple(1 if n == 1 else (d if d != 1 else None)
+                                                    for n, d in zip(a.shape, v.type.shape)))
+        for v in body.values():
+            if v.producer is not None:
+                v.type = None
+        try:
+            infer_shapes(body)
+            compiled = compile_body(body, self.options)
+        except (OpError, ValueError, NotApplicable):
+            return None
+        kernel = SnippetKernel(self.node, compiled, self.fallback, self.options)
+        return kernel if kernel.master_shape(arrays) is not None else None
+
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         arrays = [np.ascontiguousarray(a) for a in inputs]
         master = self.master_shape(arrays)
         if master is None:
-            return self.fallback(inputs)
+            variant = self.specialised(arrays)
+            return variant(arrays) if variant is not None else self.fallback(inputs)
         outs = [np.empty(tuple(1 if b else n for b, n in zip(bcast, master)), dt)
                  for bcast, dt in zip(self.out_broadcast, self.out_dtypes)]
         if 0 not in master:
@@ -72,7 +106,11 @@ class SnippetKernel(Kernel):
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in inputs]
         master = self.master_shape(arrays)
         if master is None:
-            super().run_into(inputs, outputs)
+            variant = self.specialised(arrays)
+            if variant is not None:
+                variant.run_into(arrays, outputs)
+            else:
+                super().run_into(inputs, outputs)
         elif 0 not in master:
             self._launch(arrays, outputs, master)
 
@@ -101,17 +139,28 @@ class SnippetKernel(Kernel):
         return pad.ctypes.data
 
 
-def build_snippet(node: Node, options: dict):
+def compile_body(body, options: dict) -> CompiledSnippet:
+    """Compile a body through the kernel cache (or, when dumping IR, past it)."""
     from ..targets import get_target
     target = get_target(options.get("target"))
-    body, loop_depth = node.attrs["body"], options.get("loop_depth", 1)
+    loop_depth = options.get("loop_depth", 1)
     key = cache_key(body, target, {"loop_depth": loop_depth})
+    name = "kernel_" + key[:16]
+    folder = dump_dir(options)
     try:
-        compiled = get_kernel_cache().get_or_compile(
-            key, target, lambda: compile_subgraph(body, target, name="kernel_" + key[:16], loop_depth=loop_depth))
+        if folder is not None:   # dumping: compile for real, past the cache
+            dumper = PassDumper(folder / f"{body.name}_{name}")
+            compiled = compile_subgraph(body, target, name=name, loop_depth=loop_depth, observer=dumper)
+            dumper.kernel(compiled.kernel)
+            return compiled
+        return get_kernel_cache().get_or_compile(
+            key, target, lambda: compile_subgraph(body, target, name=name, loop_depth=loop_depth))
     except (LinearIRError, TargetError) as e:
         raise NotApplicable(str(e)) from e
-    return SnippetKernel(node, compiled, build_reference(node, options))
+
+
+def build_snippet(node: Node, options: dict) -> SnippetKernel:
+    return SnippetKernel(node, compile_body(node.attrs["body"], options), build_reference(node, options), options)
 
 
 register_implementation(Implementation("snippet", 100, lambda node, options: node.op == "Subgraph", build_snippet))

@@ -43,6 +43,7 @@ class ThreadPool:
         if n <= 1 or not self._lock.acquire(blocking=False):
             fn(0, total)   # tiny work, one thread, or the workers are busy with another request
             return
+        started = 0
         try:
             bounds = [total * k // n for k in range(n + 1)]
             for i in range(1, n):
@@ -50,14 +51,15 @@ class ThreadPool:
                 self._errors[i] = None
                 self._done[i].clear()
                 self._start[i].set()
+                started = i
             fn(bounds[0], bounds[1])
-            for i in range(1, n):
-                self._done[i].wait()
-            for i in range(1, n):
-                if self._errors[i] is not None:
-                    raise self._errors[i]
         finally:
+            for i in range(1, started + 1):   # even when our own chunk failed: the workers finish first
+                self._done[i].wait()
             self._lock.release()
+        for i in range(1, n):
+            if self._errors[i] is not None:
+                raise self._errors[i]
 
 
 _pool: ThreadPool | None = None

@@ -166,12 +166,7 @@ def damage_meta_of_wrong_type(data: bytes, other: bytes) -> bytes:
 
 
 DAMAGES = [damage_truncate, damage_flip_code, damage_header, damage_magic, damage_empty, damage_wrong_key,
-           pytest.param(damage_header_not_an_object, marks=pytest.mark.xfail(
-               strict=True, raises=AttributeError,
-               reason="KernelCache._load calls header.get on whatever JSON the header holds")),
-           pytest.param(damage_meta_of_wrong_type, marks=pytest.mark.xfail(
-               strict=True, raises=TypeError,
-               reason="KernelCache._load lets TypeError from CompiledSnippet.from_metadata escape"))]
+           damage_header_not_an_object, damage_meta_of_wrong_type]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)

@@ -86,7 +86,7 @@ def test_hand_made_sets_are_packed_optimally(name):
     assert plan.arena_size == optimal_arena(requests)
 
 
-@pytest.mark.xfail(strict=True, reason="largest-first greedy: 1024 bytes where 704 suffice (1.45x)")
+
 def test_two_pairs_that_must_not_share_the_bottom_are_packed_optimally():
     # b0 and b2 (384 B) never live together, so largest-first puts both at 0; b1 (320 B, steps 3-6)
     # and b3 (320 B, steps 1-3) then overlap each other above them. Optimal: b3 at 0 under b2, b0 at 0

@@ -70,9 +70,6 @@ def test_caller_exception_reaches_the_caller(pool):
         pool.parallel_for(body, 8)
 
 
-@pytest.mark.xfail(strict=True, reason="ThreadPool.parallel_for releases the pool when the caller's own chunk "
-                                       "raises without waiting for the workers; the next call then takes the "
-                                       "old job's done signal for its own and returns before its chunks ran")
 def test_call_after_a_failed_call_waits_for_its_own_chunks():
     pool = ThreadPool(2)
     worker_started = threading.Event()
