@@ -130,7 +130,8 @@ class Program:
                 modes.append("view")
             elif all(types[s] is not None for s in step.out_slots):
                 small = all(_numel(types[s]) <= SMALL_OUTPUT for s in step.out_slots)
-                modes.append("call" if small else "into")
+                # kernels that prepare their arguments once (snippets) always write planned memory
+                modes.append("call" if small and not hasattr(step.kernel, "bind") else "into")
             else:
                 modes.append("call")
 

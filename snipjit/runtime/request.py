@@ -109,7 +109,10 @@ class Request:
     def _call(slots: list, mode: str, kernel, ins, outs, step, shapes) -> None:
         args = [slots[i] if i >= 0 else None for i in ins]
         try:
-            if mode == "into":
+            if mode == "launch":
+                args += [slots[o] for o in outs]
+                kernel(args)
+            elif mode == "into":
                 kernel.run_into(args, [slots[o] for o in outs])
             elif mode == "view":
                 slots[outs[0]] = args[0].reshape(shapes[0])
@@ -146,8 +149,23 @@ class Request:
             out_mode = "into" if mode == "into" or (mode == "call" and all(s in plan.escaping and
                                                                            types[s] is not None
                                                                            for s in step.out_slots)) else mode
-            calls.append((out_mode, step.kernel, step.in_slots, step.out_slots, step, shapes))
+            launch = self._prebind(step, out_mode, slots, plan, types)
+            if launch is not None:
+                calls.append(("launch", launch, step.in_slots, step.out_slots, step, shapes))
+            else:
+                calls.append((out_mode, step.kernel, step.in_slots, step.out_slots, step, shapes))
         return BoundPlan(plan, arena, slots, calls)
+
+    def _prebind(self, step, mode: str, slots: list, plan: ResolvedPlan, types):
+        """A launcher with argument arrays prepared once, for kernels that offer one (`bind`)."""
+        bind = getattr(step.kernel, "bind", None)
+        args = step.in_slots + step.out_slots
+        if mode != "into" or bind is None or any(s < 0 or types[s] is None for s in args):
+            return None
+        changing = set(self.program.input_slots) | set(plan.escaping)
+        fixed = {i: slots[s] for i, s in enumerate(args)
+                 if s not in changing and isinstance(slots[s], np.ndarray) and slots[s].flags.c_contiguous}
+        return bind([types[s].shape for s in step.in_slots], fixed, len(step.out_slots))
 
     def _recycle(self, slot: int, t: TensorType | None) -> np.ndarray | None:
         """Last run's output buffer when nobody else holds it any more, else a new one."""

@@ -9,6 +9,7 @@ reference kernels instead — correct, only slower.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from typing import Sequence
 
@@ -42,13 +43,15 @@ class SnippetKernel(Kernel):
         self.calls = 0
         self._scratch = threading.local()   # each thread that runs a chunk has its own scratchpad
 
-    def master_shape(self, arrays: Sequence[np.ndarray]) -> tuple[int, ...] | None:
-        """The run-time master shape, or None when the inputs break the compile-time broadcast pattern."""
+    def master_shape(self, arrays: Sequence) -> tuple[int, ...] | None:
+        """The run-time master shape of input arrays (or their shapes), or None when they break the
+        compile-time broadcast pattern."""
         rank = self.rank
         master = [1] * rank
         aligned = []
         for a in arrays:
-            shape = (1,) * (rank - a.ndim) + a.shape
+            a_shape = a if isinstance(a, tuple) else a.shape
+            shape = (1,) * (rank - len(a_shape)) + a_shape
             aligned.append(shape)
             for d, n in enumerate(shape):
                 if n != 1:
@@ -64,7 +67,7 @@ class SnippetKernel(Kernel):
     def specialised(self, arrays: Sequence[np.ndarray]) -> "SnippetKernel | None":
         """A kernel compiled for the broadcast pattern these inputs have (size-1 dims the compile-time
         types did not know about), made once per pattern; None when the inputs do not broadcast."""
-        pattern = tuple(tuple(n == 1 for n in a.shape) for a in arrays)
+        pattern = tuple(tuple(n == 1 for n in (a if isinstance(a, tuple) else a.shape)) for a in arrays)
         if pattern in self.variants:
             return self.variants[pattern]
         with self._variants_lock:
@@ -77,8 +80,9 @@ class SnippetKernel(Kernel):
         from ..ops.registry import OpError
         body = self.node.attrs["body"].copy()
         for v, a in zip(body.inputs, arrays):
+            a_shape = a if isinstance(a, tuple) else a.shape
             v.type = TensorType(v.type.dtype, tuple(1 if n == 1 else (d if d != 1 else None)
-                                                    for n, d in zip(a.shape, v.type.shape)))
+                                                    for n, d in zip(a_shape, v.type.shape)))
         for v in body.values():
             if v.producer is not None:
                 v.type = None
@@ -129,6 +133,18 @@ class SnippetKernel(Kernel):
         else:
             get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, self._scratchpad(row_bytes)), domain)
 
+    def bind(self, in_shapes: Sequence[tuple], fixed: dict[int, np.ndarray], n_outputs: int) -> "BoundLaunch | None":
+        """A launcher with the argument arrays built once, for inputs of these shapes. `fixed` maps
+        argument positions (inputs, then outputs) to arrays whose memory never changes (arena,
+        constants); the others are read from the slots at each call."""
+        kernel: SnippetKernel | None = self
+        if self.master_shape(in_shapes) is None:
+            kernel = self.specialised(in_shapes)
+        master = kernel.master_shape(in_shapes) if kernel is not None else None
+        if master is None or 0 in master:
+            return None
+        return BoundLaunch(kernel, master, fixed, len(in_shapes) + n_outputs)
+
     def _scratchpad(self, nbytes: int) -> int | None:
         """The calling thread's scratchpad address, grown to `nbytes` when needed."""
         if not nbytes:
@@ -137,6 +153,39 @@ class SnippetKernel(Kernel):
         if pad is None or pad.nbytes < nbytes:
             pad = self._scratch.pad = np.empty(nbytes + 64, np.uint8)
         return pad.ctypes.data
+
+
+class BoundLaunch:
+    """A snippet call with its pointer and dims arrays prepared: a call only refreshes the pointers of
+    arguments whose arrays change between runs (feeds, output buffers) and calls the kernel."""
+
+    def __init__(self, kernel: SnippetKernel, master: tuple[int, ...], fixed: dict[int, np.ndarray], n_args: int):
+        self.kernel = kernel
+        self.ptrs = (ctypes.c_void_p * n_args)(*[fixed[i].ctypes.data if i in fixed else 0 for i in range(n_args)])
+        self.dynamic = [i for i in range(n_args) if i not in fixed]
+        self.n_inputs = n_args - len(kernel.out_dtypes)
+        self.dims = (ctypes.c_int64 * kernel.rank)(*master)
+        self.domain = math.prod(master[:kernel.compiled.parallel_rank])
+        self.parallel = math.prod(master) >= PARALLEL_MIN_ELEMENTS
+        self.scratch_bytes = master[-1] * 4 * kernel.compiled.scratch_rows
+        self.fixed = fixed   # keeps the fixed arrays alive as long as their pointers are used
+
+    def __call__(self, args: Sequence[np.ndarray]) -> None:
+        ptrs = self.ptrs
+        for i in self.dynamic:
+            a = args[i]
+            if i < self.n_inputs and not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)   # held by `args` in the caller until the call returns
+                args[i] = a
+            ptrs[i] = a.__array_interface__["data"][0]
+        k = self.kernel
+        k.calls += 1
+        fn, dims, scratch_bytes = k.fn, self.dims, self.scratch_bytes
+        if not self.parallel:
+            fn(ptrs, dims, 0, self.domain, k._scratchpad(scratch_bytes))
+        else:
+            get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, k._scratchpad(scratch_bytes)),
+                                    self.domain)
 
 
 def compile_body(body, options: dict) -> CompiledSnippet:

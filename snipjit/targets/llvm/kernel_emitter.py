@@ -163,31 +163,47 @@ class LLVMKernelEmitter:
         done = fn.append_basic_block("outer.done")
         it_slot = builder.alloca(I64, name="outer_it")
         builder.store(begin, it_slot)
+        index_slots = self._start_indices(ctx, begin)
         builder.branch(header)
         builder.position_at_end(header)
         it = builder.load(it_slot, typ=I64)
         builder.cbranch(builder.icmp_signed("<", it, end), loop, done)
         builder.position_at_end(loop)
-        self._set_data_pointers(ctx, ptrs_arg, it, params, results)
+        self._set_data_pointers(ctx, ptrs_arg, [builder.load(s, typ=I64) for s in index_slots], params, results)
         for e in body:
             e.emitter.emit(ctx, e)
         builder.store(builder.add(builder.load(it_slot, typ=I64), ir.Constant(I64, 1)), it_slot)
+        self._advance_indices(ctx, index_slots)
         builder.branch(header)
         builder.position_at_end(done)
         builder.ret_void()
         return module
 
-    def _set_data_pointers(self, ctx: KernelContext, ptrs_arg, it, params, results) -> None:
-        """Decompose the parallel iteration into indices and point every buffer at its first element."""
+    def _start_indices(self, ctx: KernelContext, begin) -> list[ir.Value]:
+        """Slots holding the parallel domain's index per dim, set from `begin` (divisions, once)."""
+        b = ctx.builder
+        slots = [b.alloca(I64, name=f"idx{d}") for d in range(self.lir.parallel_rank)]
+        rest = begin
+        for d in reversed(range(self.lir.parallel_rank)):
+            b.store(b.urem(rest, ctx.dims[d]), slots[d])
+            rest = b.udiv(rest, ctx.dims[d])
+        return slots
+
+    @staticmethod
+    def _advance_indices(ctx: KernelContext, slots: list[ir.Value]) -> None:
+        """Step the indices to the next iteration like an odometer (no division per iteration)."""
+        b = ctx.builder
+        carry = ir.Constant(I64, 1)
+        for d in reversed(range(len(slots))):
+            new = b.add(b.load(slots[d], typ=I64), carry)
+            wrap = b.icmp_signed("==", new, ctx.dims[d])
+            b.store(b.select(wrap, ir.Constant(I64, 0), new), slots[d])
+            carry = b.zext(wrap, I64)
+
+    def _set_data_pointers(self, ctx: KernelContext, ptrs_arg, idx: list[ir.Value], params, results) -> None:
+        """Point every input's and output's data pointer at this iteration's first element."""
         b = ctx.builder
         lir = self.lir
-        idx: list[ir.Value] = []
-        rest = it
-        for d in reversed(range(lir.parallel_rank)):
-            size = ctx.dims[d]
-            idx.append(b.urem(rest, size))
-            rest = b.udiv(rest, size)
-        idx.reverse()
         buffers = [(p.out_descs[0], ("param", i)) for i, p in enumerate(params)] + \
                   [(r.in_descs[0], ("result", i)) for i, r in enumerate(results)]
         for k, (desc, key) in enumerate(buffers):
