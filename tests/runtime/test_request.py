@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import snipjit
+from snipjit.runtime.request import Request
 from snipjit import FeedError
 from snipjit.ops import OpError
 from snipjit.runtime.request import ExecutionError
