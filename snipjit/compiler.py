@@ -11,7 +11,7 @@ import numpy as np
 
 from .ir.graph import Graph, TensorType
 from .passes.pipeline import GraphPass, default_pipeline
-from .runtime import blas_impl, snippet_impl  # noqa: F401  (register the implementations)
+from .runtime import blas_impl, model_cache, snippet_impl  # noqa: F401  (register the implementations)
 from .runtime.program import Program, Step
 from .runtime.profile import Profile
 from .runtime.request import Request
@@ -39,9 +39,7 @@ def load_graph(model: Any) -> Graph:
 class CompiledModel:
     """A model compiled once; `run` is thread-safe, `create_request` gives a per-thread stream."""
 
-    def __init__(self, source: Graph, graph: Graph, program: Program, history: list[PassRecord],
-                 options: dict):
-        self.source = source
+    def __init__(self, graph: Graph, program: Program, history: list[PassRecord], options: dict):
         self.graph = graph
         self.program = program
         self.history = history
@@ -95,7 +93,7 @@ class CompiledModel:
         """The graph before and after each pass, the plan with each step's implementation, the memory
         plan of each input-shape signature resolved so far (static models: resolved at compile time),
         and with `kernels=True` the final Linear IR of every generated kernel."""
-        lines = ["== source graph ==", self.history[0].graph_text if self.history else str(self.source)]
+        lines = ["== source graph ==", self.history[0].graph_text]
         if show_passes:
             for rec in self.history[1:]:
                 lines += [f"== after {rec.name} ({rec.seconds * 1e3:.1f} ms) ==", rec.graph_text]
@@ -145,14 +143,9 @@ def bind_constants(graph: Graph, values: Mapping[str, Any]) -> Graph:
     return graph
 
 
-def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> CompiledModel:
-    """Compile a model (path, bytes, onnx.ModelProto or snipjit Graph) for this CPU.
-
-    Options (keywords): `implementations` — a set of step kinds allowed (e.g. {"reference"});
-    `constant_inputs` — inputs that are constant: a dict of values (folded at compile time) or names
-    (folded on the first run, then cached; `refold=True` accepts new values); `fold=False`, `fuse=False`
-    turn off constant folding and fusion; `target` — "llvm" (default, or SNIPJIT_JIT).
-    """
+def _run_passes(model: Any, passes: list[GraphPass] | None, options: dict):
+    """Load the model and run the graph passes: (compiled graph, history, options). The source graph is
+    dropped afterwards (its text stays in the history), so folded-away weights are freed."""
     source = load_graph(model)
     constant_inputs = options.get("constant_inputs")
     if isinstance(constant_inputs, Mapping):   # values given now: they are compile-time constants
@@ -164,10 +157,29 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
         t0 = time.perf_counter()
         graph = p.run(graph, options) or graph
         history.append(PassRecord(p.name, time.perf_counter() - t0, str(graph)))
+    return graph, history, options
+
+
+def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> CompiledModel:
+    """Compile a model (path, bytes, onnx.ModelProto or snipjit Graph) for this CPU.
+
+    Options (keywords): `implementations` — a set of step kinds allowed (e.g. {"reference"});
+    `constant_inputs` — inputs that are constant: a dict of values (folded at compile time) or names
+    (folded on the first run, then cached; `refold=True` accepts new values); `fold=False`, `fuse=False`
+    turn off constant folding and fusion; `target` — "llvm" (default, or SNIPJIT_JIT).
+    """
+    key = model_cache.model_key(model, options) if passes is None else None
+    cached = model_cache.load(key) if key else None
+    if cached is not None:
+        graph, history, options = cached["graph"], cached["history"], cached["options"]
+    else:
+        graph, history, options = _run_passes(model, passes, options)
+        if key:
+            model_cache.store(key, {"graph": graph, "history": history, "options": options})
     program = Program.build(graph, options)
     if all(v.type.is_static for v in graph.inputs):
         program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now
-    return CompiledModel(source, graph, program, history, options)
+    return CompiledModel(graph, program, history, options)
 
 
 __all__ = ["compile", "CompiledModel", "load_graph"]

@@ -1,0 +1,87 @@
+"""The compiled-graph cache: a second compile of an unchanged model file skips parsing and passes."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import snipjit
+from snipjit.runtime import model_cache
+
+
+def make_model(path, scale=2.0):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+    c = helper.make_tensor("c", TensorProto.FLOAT, [], [scale])
+    g = helper.make_graph([helper.make_node("Mul", ["x", "c"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+                          "g", [x], [y], [c])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SNIPJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("SNIPJIT_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def compile_in_new_process(model_path, cache_dir, forbid_loading: bool) -> str:
+    """Compile in a fresh interpreter; with `forbid_loading`, parsing the model raises."""
+    code = textwrap.dedent(f"""
+        import numpy as np, snipjit, snipjit.compiler as c
+        if {forbid_loading}:
+            def no(*a, **k): raise AssertionError("the model was parsed again")
+            c.load_graph = no
+        cm = snipjit.compile({str(model_path)!r})
+        print(cm.run({{"x": np.full((4, 8), -1.5, np.float32)}})[0].sum())
+    """)
+    env = {**os.environ, "SNIPJIT_CACHE_DIR": str(cache_dir)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_second_compile_in_a_new_process_does_not_parse_the_model(tmp_path, cache_dir):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    first = compile_in_new_process(path, cache_dir, forbid_loading=False)
+    assert compile_in_new_process(path, cache_dir, forbid_loading=True) == first == "0.0"
+
+
+def test_a_changed_model_file_is_compiled_again(tmp_path, cache_dir):
+    path = tmp_path / "m.onnx"
+    make_model(path, scale=2.0)
+    x = np.ones((4, 8), np.float32)
+    assert snipjit.compile(path).run({"x": x})[0][0, 0] == 2.0
+    make_model(path, scale=3.0)
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 10**9))
+    assert snipjit.compile(path).run({"x": x})[0][0, 0] == 3.0
+
+
+def test_options_are_part_of_the_key(tmp_path, cache_dir):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    assert [s.kind for s in snipjit.compile(path).plan] == ["snippet"]
+    assert [s.kind for s in snipjit.compile(path, fuse=False).plan] == ["reference", "reference"]
+
+
+def test_a_damaged_entry_is_recompiled(tmp_path, cache_dir):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    snipjit.compile(path)
+    entries = list((cache_dir / "models").glob("*.pkl"))
+    assert len(entries) == 1
+    entries[0].write_bytes(b"garbage")
+    x = np.ones((4, 8), np.float32)
+    assert snipjit.compile(path).run({"x": x})[0][0, 0] == 2.0
+
+
+def test_graphs_and_unkeyable_options_are_not_cached(tmp_path):
+    g = snipjit.parse_graph("graph(x: f32[2]) -> [y] { [y] = Relu(x) }")
+    assert model_cache.model_key(g, {}) is None
+    assert model_cache.model_key(b"bytes", {"constant_inputs": {"w": np.zeros(2)}}) is None
+    assert model_cache.model_key(b"bytes", {"fuse": False}) != model_cache.model_key(b"bytes", {})
