@@ -166,7 +166,10 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
     Options (keywords): `implementations` — a set of step kinds allowed (e.g. {"reference"});
     `constant_inputs` — inputs that are constant: a dict of values (folded at compile time) or names
     (folded on the first run, then cached; `refold=True` accepts new values); `fold=False`, `fuse=False`
-    turn off constant folding and fusion; `target` — "llvm" (default, or SNIPJIT_JIT).
+    turn off constant folding and fusion; `target` — "llvm" (default, or SNIPJIT_JIT). Debugging:
+    `dump_dir` (IR after every Snippets pass, kernel source and assembly), `checked=True` (every
+    generated load/store verified against its buffer), `data_flow_passes` / `control_flow_passes`
+    (lists of `snipjit.snippets.pass_manager.PositionedPass` inserted into the Snippets pipelines).
     """
     key = model_cache.model_key(model, options) if passes is None else None
     cached = model_cache.load(key) if key else None

@@ -16,14 +16,10 @@ import numpy as np
 
 from ..ir.graph import TensorType
 from ..ops.registry import OpError
+from .errors import ExecutionError
 from .feeds import FeedError, check_feeds
 from .profile import Profile, StepCounters
 from .program import Program, ResolvedPlan
-
-
-class ExecutionError(RuntimeError):
-    """A step failed at run time; the message names the step."""
-
 
 @dataclass
 class BoundPlan:
@@ -31,7 +27,6 @@ class BoundPlan:
     arena: np.ndarray
     slots: list                                  # the request's slot array for this signature
     calls: list[tuple]                           # (mode, kernel, in_slots, out_slots, step, out_shapes)
-
 
 class Request:
     def __init__(self, program: Program, runtime_constants=None):
@@ -119,7 +114,7 @@ class Request:
             else:
                 for o, r in zip(outs, kernel(args)):
                     slots[o] = r
-        except (OpError, FeedError):
+        except (OpError, FeedError, ExecutionError):
             raise
         except Exception as e:  # name the step instead of a bare NumPy error
             raise ExecutionError(f"step {step.kind} {step.node.label()} failed: {type(e).__name__}: {e}") from e

@@ -20,11 +20,13 @@ from ..snippets.compiler import CompiledSnippet, compile_subgraph
 from ..snippets.lowered.linear_ir import LinearIRError
 from ..targets.target import TargetError
 from .dumps import PassDumper, dump_dir
+from .errors import KernelBoundsError
 from .kernel_cache import cache_key, get_kernel_cache
 from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
 from .thread_pool import get_pool
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
+
 
 
 class SnippetKernel(Kernel):
@@ -128,15 +130,33 @@ class SnippetKernel(Kernel):
         fn = self.fn
         self.calls += 1
         row_bytes = master[-1] * 4 * self.compiled.scratch_rows
-        if int(np.prod(master)) < PARALLEL_MIN_ELEMENTS:
+        if self.compiled.kernel.checked:
+            self._launch_checked(ptrs, dims, domain, [*arrays, *outs], row_bytes)
+        elif int(np.prod(master)) < PARALLEL_MIN_ELEMENTS:
             fn(ptrs, dims, 0, domain, self._scratchpad(row_bytes))
         else:
             get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, self._scratchpad(row_bytes)), domain)
+
+    def _launch_checked(self, ptrs, dims, domain: int, buffers: Sequence[np.ndarray], scratch_bytes: int) -> None:
+        """Checked mode: one thread, every access verified; a violation raises naming the expression."""
+        sizes = (ctypes.c_int64 * (len(buffers) + 1))(*[b.nbytes for b in buffers], scratch_bytes)
+        error = (ctypes.c_int64 * 3)(-1, -1, -1)
+        self.fn(ptrs, dims, 0, domain, self._scratchpad(scratch_bytes), sizes, error)
+        if error[0] >= 0:
+            kernel = self.compiled.kernel
+            expr = kernel.expressions.get(error[0], f"expression {error[0]}")
+            what = (f"input {error[1]}" if error[1] < len(self.compiled.input_shapes) else
+                    f"output {error[1] - len(self.compiled.input_shapes)}" if error[1] < len(buffers)
+                    else "the scratchpad")
+            raise KernelBoundsError(f"kernel {kernel.name} of {self.node.label()}: {expr} accessed {what} at byte "
+                                    f"offset {error[2]}, outside its {sizes[error[1]]} bytes")
 
     def bind(self, in_shapes: Sequence[tuple], fixed: dict[int, np.ndarray], n_outputs: int) -> "BoundLaunch | None":
         """A launcher with the argument arrays built once, for inputs of these shapes. `fixed` maps
         argument positions (inputs, then outputs) to arrays whose memory never changes (arena,
         constants); the others are read from the slots at each call."""
+        if self.compiled.kernel.checked:
+            return None   # checked kernels take their sizes and error record per call
         kernel: SnippetKernel | None = self
         if self.master_shape(in_shapes) is None:
             kernel = self.specialised(in_shapes)
@@ -196,11 +216,16 @@ def compile_body(body, options: dict) -> CompiledSnippet:
     key = cache_key(body, target, {"loop_depth": loop_depth})
     name = "kernel_" + key[:16]
     folder = dump_dir(options)
+    checked = bool(options.get("checked"))
+    extra = {"data_flow_passes": options.get("data_flow_passes", ()),
+             "control_flow_passes": options.get("control_flow_passes", ())}
     try:
-        if folder is not None:   # dumping: compile for real, past the cache
-            dumper = PassDumper(folder / f"{body.name}_{name}")
-            compiled = compile_subgraph(body, target, name=name, loop_depth=loop_depth, observer=dumper)
-            dumper.kernel(compiled.kernel)
+        if folder is not None or checked or any(extra.values()):   # debugging: compile for real, past the cache
+            dumper = PassDumper(folder / f"{body.name}_{name}") if folder is not None else None
+            compiled = compile_subgraph(body, target, name=name, loop_depth=loop_depth, observer=dumper,
+                                        checked=checked, **extra)
+            if dumper is not None:
+                dumper.kernel(compiled.kernel)
             return compiled
         return get_kernel_cache().get_or_compile(
             key, target, lambda: compile_subgraph(body, target, name=name, loop_depth=loop_depth))

@@ -42,7 +42,7 @@ class CompiledSnippet:
 
 def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", loop_depth: int = 1,
                      data_flow_passes: list[PositionedPass] = (), control_flow_passes: list[PositionedPass] = (),
-                     observer: Observer | None = None) -> CompiledSnippet:
+                     observer: Observer | None = None, checked: bool = False) -> CompiledSnippet:
     def watch(stage: str):
         return (lambda pass_name, ir: observer(stage, pass_name, ir)) if observer else None
 
@@ -51,7 +51,7 @@ def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", l
         loop_depth = 1   # reductions accumulate along the innermost loop, with statistics between nests
     lir = LinearIR.from_body(optimized, target.vector_lanes)
     control_flow_pipeline(loop_depth, control_flow_passes).run_all(lir, watch("control_flow"))
-    kernel = Generator(target).generate(lir, name, watch("generator"))
+    kernel = Generator(target).generate(lir, name, watch("generator"), checked=checked)
     return CompiledSnippet(kernel, lir.master_shape, lir.parallel_rank,
                            [v.type.shape for v in optimized.inputs], [v.type.shape for v in optimized.outputs],
                            lir.debug_print(), getattr(lir, "scratch_rows", 0))

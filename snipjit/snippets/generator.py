@@ -45,10 +45,13 @@ class Generator:
             p.run(lir)
             done(p.name)
 
-    def generate(self, lir: LinearIR, name: str, observer: Observer | None = None) -> KernelFunction:
+    def generate(self, lir: LinearIR, name: str, observer: Observer | None = None,
+                 checked: bool = False) -> KernelFunction:
         self.prepare(lir, observer)
         for e in lir.expressions:
             if not self.target.supports(e.op):
                 raise TargetError(f"target {self.target.name} has no emitter for {e.op}")
             e.emitter = self.target.emitter_for(e)
+        if checked:
+            return self.target.compile_kernel(lir, name, checked=True)
         return self.target.compile_kernel(lir, name)

@@ -34,7 +34,11 @@ class KernelFunction:
     keepalive: Any = field(default=None, repr=False)
     asm: Callable[[], str] | None = field(default=None, repr=False)
 
+    checked: bool = False             # takes buffer sizes and an error record (checked mode)
+    expressions: dict[int, str] = field(default_factory=dict)   # checked mode: expression id -> name
+
     ARGTYPES = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+    CHECKED_ARGTYPES = ARGTYPES + (ctypes.c_void_p, ctypes.c_void_p)
 
 
 class TargetMachine(ABC):
@@ -59,8 +63,9 @@ class TargetMachine(ABC):
         ...
 
     @abstractmethod
-    def compile_kernel(self, lir, name: str) -> KernelFunction:
-        """Emit the whole kernel for a prepared Linear IR (emitters bound) and compile it."""
+    def compile_kernel(self, lir, name: str, checked: bool = False) -> KernelFunction:
+        """Emit the whole kernel for a prepared Linear IR (emitters bound) and compile it; `checked`
+        kernels verify every memory access (see KernelFunction.CHECKED_ARGTYPES)."""
 
     def cache_key(self) -> str:
         """What distinguishes this target's code: name, CPU and features."""

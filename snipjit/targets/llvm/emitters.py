@@ -179,6 +179,19 @@ def _element_type(dtype: str) -> ir.Type:
     return I8 if dtype == "bool" else F32
 
 
+def _check(ctx: KernelContext, expr, buffer: tuple, ety: ir.Type, count: int | None) -> None:
+    """Checked mode: verify the bytes this access touches (one element, a vector, or a tail's part)."""
+    if ctx.checks is None:
+        return
+    elem = 1 if ety == I8 else 4
+    if count is None:
+        frame = next((f for f in reversed(ctx.loops) if f.remaining is not None), None) if expr.attrs.get("tail") else None
+        n = frame.remaining if frame is not None else ir.Constant(I64, ctx.lanes)
+    else:
+        n = ir.Constant(I64, count)
+    ctx.check_access(expr, buffer, ctx.builder.mul(n, ir.Constant(I64, elem)))
+
+
 class LoadEmitter(Emitter):
     """Loads a vector (masked in tail loops) or, with count 1, one element into lane 0."""
 
@@ -191,6 +204,7 @@ class LoadEmitter(Emitter):
         dtype = ctx.buffer_dtypes[buffer]
         ety = _element_type(dtype)
         ptr = ctx.buffer_ptr(buffer)
+        _check(ctx, expr, buffer, ety, 1 if self.broadcast or expr.attrs.get("count") == 1 else None)
         if self.broadcast or expr.attrs.get("count") == 1:
             x = b.load(ptr, typ=ety)
             vec = splat(b, x, ctx.lanes)
@@ -216,6 +230,7 @@ class StoreEmitter(Emitter):
         if dtype == "bool":
             value = b.zext(mask(ctx, value), ir.VectorType(I8, ctx.lanes))
         ptr = ctx.buffer_ptr(buffer)
+        _check(ctx, expr, buffer, _element_type(dtype), 1 if expr.attrs.get("count") == 1 else None)
         if expr.attrs.get("count") == 1:   # one element: lane 0
             b.store(b.extract_element(value, ir.Constant(I32, 0)), ptr)
             return

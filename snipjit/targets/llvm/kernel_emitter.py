@@ -3,7 +3,8 @@
     void kernel(ptr ptrs, ptr dims, i64 begin, i64 end, ptr scratch)
 
 `ptrs` holds the data pointers of the body inputs then outputs, `dims` the master shape, `scratch` the
-calling thread's scratchpad for Buffers. The kernel walks iterations [begin, end) of its parallel domain
+calling thread's scratchpad for Buffers. Checked kernels take two more arguments: the size in bytes of
+each buffer (inputs, outputs, then the scratchpad) and a 3 x i64 error record (see BoundsChecks). The kernel walks iterations [begin, end) of its parallel domain
 (the master dims in front of the loop dims): for each it computes every input's and output's data
 pointer from the iteration's indices and the layout (the guide's KernelEmitter job), then emits the
 expressions in order through their emitters. Buffer pointers are set where each loop nest begins.
@@ -50,6 +51,7 @@ class KernelContext:
     loops: list[LoopFrame] = field(default_factory=list)
     spill_slots: dict[int, ir.Value] = field(default_factory=dict)
     scratch: ir.Value | None = None
+    checks: "BoundsChecks | None" = None   # checked mode: every access verified against its buffer
     _sym_cache: dict[Sym, ir.Value] = field(default_factory=dict)
     _entry: ir.Block | None = None
 
@@ -92,6 +94,18 @@ class KernelContext:
         ptr = self.read(buffer_reg, PTR)
         offset = self.builder.mul(elements, ir.Constant(I64, data_size))
         self.write(buffer_reg, self.builder.gep(ptr, [offset], source_etype=I8))
+        if self.checks is not None:
+            self.checks.moved(self, buffer_reg, offset)
+
+    def point(self, key: tuple, base: ir.Value, byte_offset: ir.Value) -> None:
+        """Set a buffer's data pointer to `base + byte_offset` (checked mode tracks the offset)."""
+        self.write(self.buffer_regs[key], self.builder.gep(base, [byte_offset], source_etype=I8))
+        if self.checks is not None:
+            self.checks.placed(self, self.buffer_regs[key], byte_offset)
+
+    def check_access(self, expr, buffer: tuple, nbytes: ir.Value) -> None:
+        if self.checks is not None:
+            self.checks.verify(self, expr, tuple(buffer), nbytes)
 
     def rebase_buffers(self, exprs) -> None:
         """Point the registers of the scratch buffers these expressions use at their rows."""
@@ -99,8 +113,7 @@ class KernelContext:
         for e in exprs:
             key = tuple(e.attrs.get("buffer", ("",)))
             if key[0] == "scratch":
-                offset = self.builder.mul(row_bytes, ir.Constant(I64, e.attrs["row"]))
-                self.write(self.buffer_regs[key], self.builder.gep(self.scratch, [offset], source_etype=I8))
+                self.point(key, self.scratch, self.builder.mul(row_bytes, ir.Constant(I64, e.attrs["row"])))
 
     def tail_mask(self) -> ir.Value | None:
         """The lane mask of the innermost tail loop being emitted (lanes < remaining)."""
@@ -124,17 +137,60 @@ def splat(builder: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
     return builder.shuffle_vector(v, ir.Constant(vec_t, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
 
+class BoundsChecks:
+    """Checked mode: each data pointer has a companion byte offset from its buffer's start; every load
+    and store verifies `0 <= offset` and `offset + bytes <= size`. A violation records (expression id,
+    buffer index, offset) in the `error` argument and returns from the kernel at once."""
+
+    def __init__(self, ctx: KernelContext, sizes: ir.Value, error: ir.Value, buffer_index: dict[tuple, int]):
+        self.sizes, self.error, self.buffer_index = sizes, error, buffer_index
+        self.offsets: dict[Reg, ir.Value] = {}
+        self.ctx = ctx
+
+    def _offset_slot(self, ctx: KernelContext, reg: Reg) -> ir.Value:
+        if reg not in self.offsets:
+            with ctx.builder.goto_block(ctx._entry):
+                ctx.builder.position_at_start(ctx._entry)
+                self.offsets[reg] = ctx.builder.alloca(I64, name=f"offset_{reg}")
+        return self.offsets[reg]
+
+    def placed(self, ctx: KernelContext, reg: Reg, byte_offset: ir.Value) -> None:
+        ctx.builder.store(byte_offset, self._offset_slot(ctx, reg))
+
+    def moved(self, ctx: KernelContext, reg: Reg, delta: ir.Value) -> None:
+        slot = self._offset_slot(ctx, reg)
+        ctx.builder.store(ctx.builder.add(ctx.builder.load(slot, typ=I64), delta), slot)
+
+    def verify(self, ctx: KernelContext, expr, buffer: tuple, nbytes: ir.Value) -> None:
+        b = ctx.builder
+        index = self.buffer_index[buffer]
+        offset = b.load(self._offset_slot(ctx, ctx.buffer_regs[buffer]), typ=I64)
+        size = b.load(b.gep(self.sizes, [ir.Constant(I64, index)], source_etype=I64), typ=I64)
+        inside = b.and_(b.icmp_signed(">=", offset, ir.Constant(I64, 0)),
+                        b.icmp_signed("<=", b.add(offset, nbytes), size))
+        fail = b.function.append_basic_block(f"oob.{expr.uid}")
+        ok = b.function.append_basic_block(f"ok.{expr.uid}")
+        b.cbranch(inside, ok, fail)
+        b.position_at_end(fail)
+        for k, v in enumerate((ir.Constant(I64, expr.uid), ir.Constant(I64, index), offset)):
+            b.store(v, b.gep(self.error, [ir.Constant(I64, k)], source_etype=I64))
+        b.ret_void()
+        b.position_at_end(ok)
+
+
 class LLVMKernelEmitter:
-    def __init__(self, lir: LinearIR, lanes: int, name: str):
+    def __init__(self, lir: LinearIR, lanes: int, name: str, checked: bool = False):
         self.lir = lir
         self.lanes = lanes
         self.name = name
+        self.checked = checked
 
     def emit(self) -> ir.Module:
         lir = self.lir
         module = ir.Module(name=self.name)
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, PTR]), name=self.name)
-        ptrs_arg, dims_arg, begin, end, scratch = fn.args
+        extra = [PTR, PTR] if self.checked else []   # checked mode: buffer sizes, error record
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, PTR] + extra), name=self.name)
+        ptrs_arg, dims_arg, begin, end, scratch = fn.args[:5]
         entry = fn.append_basic_block("entry")
         builder = ir.IRBuilder(entry)
         ctx = KernelContext(lir, module, builder, self.lanes, scratch=scratch, _entry=entry)
@@ -153,6 +209,13 @@ class LLVMKernelEmitter:
             if key[0] == "scratch":
                 ctx.buffer_regs[key] = Reg("scratch", key[1])
                 ctx.buffer_dtypes[key] = "f32"
+        if self.checked:
+            index = {**{("param", i): i for i in range(len(params))},
+                     **{("result", i): len(params) + i for i in range(len(results))}}
+            for key in ctx.buffer_regs:
+                if key[0] == "scratch":
+                    index[key] = len(params) + len(results)
+            ctx.checks = BoundsChecks(ctx, fn.args[5], fn.args[6], index)
         preamble = [e for e in lir.expressions if e.op in ("Parameter", "Scalar") and not e.loop_ids]
         body = [e for e in lir.expressions if e not in preamble and e.op != "Result"]
         for e in preamble:
@@ -214,4 +277,4 @@ class LLVMKernelEmitter:
                     continue
                 offset = b.add(offset, b.mul(idx[d], ctx.sym(stride(lir, desc.shape, desc.layout, d))))
             size = 1 if ctx.buffer_dtypes[key] == "bool" else 4
-            ctx.write(ctx.buffer_regs[key], b.gep(base, [b.mul(offset, ir.Constant(I64, size))], source_etype=I8))
+            ctx.point(key, base, b.mul(offset, ir.Constant(I64, size)))

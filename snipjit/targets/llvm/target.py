@@ -41,20 +41,23 @@ class LLVMTarget(TargetMachine):
     def emitter_for(self, expr) -> Emitter:
         return _CONTROL.get(expr.op) or _COMPUTE[expr.op]
 
-    def compile_kernel(self, lir, name: str) -> KernelFunction:
-        module = LLVMKernelEmitter(lir, self.vector_lanes, name).emit()
+    def compile_kernel(self, lir, name: str, checked: bool = False) -> KernelFunction:
+        module = LLVMKernelEmitter(lir, self.vector_lanes, name, checked).emit()
         data, optimized = compile_to_object(module)
-        kernel = self.load_kernel(data, name)
+        kernel = self.load_kernel(data, name, checked)
         kernel.source = str(module)
         kernel.asm = lambda: _assembly(optimized)
+        if checked:
+            kernel.expressions = {e.uid: f"{e.name} {e.attrs.get('buffer', '')}" for e in lir.expressions}
         return kernel
 
     def kernel_binary(self, kernel: KernelFunction) -> bytes | None:
         return kernel.keepalive.data
 
-    def load_kernel(self, data: bytes, name: str) -> KernelFunction:
+    def load_kernel(self, data: bytes, name: str, checked: bool = False) -> KernelFunction:
         loaded = load_object(data)
-        return KernelFunction(name, loaded.cfunc(name, None, *KernelFunction.ARGTYPES), "", loaded)
+        argtypes = KernelFunction.CHECKED_ARGTYPES if checked else KernelFunction.ARGTYPES
+        return KernelFunction(name, loaded.cfunc(name, None, *argtypes), "", loaded, checked=checked)
 
     def cache_key(self) -> str:
         return f"llvm|{self.host.cpu}|{self.host.features}|{self._lanes}"
