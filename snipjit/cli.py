@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -74,7 +75,17 @@ def cmd_run(args) -> int:
 
 def cmd_explain(args) -> int:
     cm = compile_model(args.model)
-    print(cm.explain(show_passes=not args.plan_only))
+    if args.dot or args.svg:
+        from .visualize import to_dot, write_svg
+        text = to_dot(cm)
+        if args.dot:
+            Path(args.dot).write_text(text + "\n")
+            print(f"wrote {args.dot}")
+        if args.svg:
+            write_svg(text, Path(args.svg))
+            print(f"wrote {args.svg}")
+        return 0
+    print(cm.explain(show_passes=not args.plan_only, kernels=args.kernels))
     return 0
 
 
@@ -136,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--repeat", type=int, default=10)
     ex = sub.add_parser("explain", help="print the graph before/after passes and the plan")
     ex.add_argument("model")
-    ex.add_argument("--plan-only", action="store_true")
+    ex.add_argument("--plan-only", action="store_true", help="only the plan and memory, not every pass")
+    ex.add_argument("--kernels", action="store_true", help="also each generated kernel's Linear IR")
+    ex.add_argument("--dot", metavar="FILE", help="write a Graphviz picture of the compiled model")
+    ex.add_argument("--svg", metavar="FILE", help="render the picture to SVG (needs Graphviz)")
     sub.add_parser("bench", help="time a model against the installed peers", add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
