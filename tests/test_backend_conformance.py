@@ -1,0 +1,122 @@
+"""The ONNX backend test suite run through `snipjit.backend` (snipjit.compile -> CompiledModel.run).
+
+It runs the node tests (one small model per op and attribute combination, inputs and expected outputs
+built by onnx) and the "simple", "pytorch-converted" and "pytorch-operator" model groups (small models,
+many from old opsets: they exercise the frontend's opset rewrites). The "real" group is left out: those are
+the light models, which tests/test_light_models.py runs without the runner's writes into ~/.onnx.
+
+Each excluded pattern below says why. Every test that is not excluded must pass.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+import onnx.backend.test
+import pytest
+from onnx import TensorProto, helper
+
+import snipjit.backend
+
+# Patterns are searched in test names such as "test_softmax_axis_0_cpu" (CUDA variants skip themselves:
+# the backend supports CPU only). `(?!.*_expanded)` keeps a test's "_expanded" variant (the op spelled
+# out in simpler ops by its ONNX function body), which runs where those ops are supported.
+
+OUT_OF_SCOPE: dict[str, str] = {
+    # what snipjit does not do by design
+    r"^test_(if|loop|scan)(\d+)?_": "control flow: If/Loop/Scan subgraphs are not supported",
+    r"^test_(range|affine_grid)_\w*_expanded_": "the function body of Range/AffineGrid uses Loop/If",
+    r"^test_(sequence_|split_to_sequence_|optional_|identity_sequence_|identity_opt_)":
+        "sequence and optional types: snipjit has tensors only",
+    r"^test_(strnorm|string_concat|string_split|regex_full_match)":
+        "string ops: snipjit does not compute on string tensors",
+    r"^test_tfidfvectorizer_": "text featurisation (TfIdfVectorizer) is out of scope",
+    r"FLOAT8|FLOAT4E2M1|U?INT4|U?INT2(_|$)|e8m0|_u?int4|_u?int2_|float8|float4e2m1":
+        "float8/float4/int4/int2 element types are not supported",
+    r"^test_(quantizelinear|dequantizelinear|dynamicquantizelinear|qlinearconv|qlinearmatmul|convinteger)":
+        "quantized ops are not supported yet",
+    r"^test_(adagrad|adam|momentum|nesterov_momentum|gradient_of_)": "training ops (ai.onnx.preview.training)",
+    r"^test_ai_onnx_ml_": "ai.onnx.ml ops (classic ML: trees, encoders) are out of scope",
+    r"^test_flexattention(?!.*_expanded)": "ai.onnx.preview ops (FlexAttention takes subgraph attributes)",
+    r"^test_bernoulli": "random sampling: values cannot match onnx's generator",
+    r"^test_image_decoder_": "image decoding is out of scope",
+    r"^test_(dft|stft|melweightmatrix)|^test_(blackman|hamming|hann)window(?!.*_expanded)":
+        "signal processing ops (DFT, STFT, window functions) are out of scope",
+    r"^test_(gru|lstm|rnn|simple_rnn)_": "recurrent ops (RNN/GRU/LSTM) are not supported yet",
+}
+
+NOT_IMPLEMENTED: dict[str, str] = {
+    # ONNX ops with no snipjit.ops definition yet
+    r"^test_attention_(?!.*_expanded)": "Attention",
+    r"^test_rms_normalization_(?!.*_expanded)": "RMSNormalization",
+    r"^test_nllloss_(?!.*_expanded)": "NegativeLogLikelihoodLoss",
+    r"^test_sce_": "SoftmaxCrossEntropyLoss (its expansion uses NegativeLogLikelihoodLoss)",
+    r"^test_gridsample": "GridSample",
+    r"^test_linear_attention_": "LinearAttention (its expansion uses Loop)",
+    r"^test_causal_conv_with_state_(?!.*_expanded)": "CausalConvWithState",
+    r"^test_bitcast_": "BitCast",
+    r"^test_nonmaxsuppression_": "NonMaxSuppression",
+    r"^test_cumprod_": "CumProd",
+    r"^test_rotary_embedding(?!.*_expanded)": "RotaryEmbedding",
+    r"^test_unique_": "Unique",
+    r"^test_center_crop_pad_(?!.*_expanded)": "CenterCropPad",
+    r"^test_col2im": "Col2Im",
+    r"^test_affine_grid_": "AffineGrid",
+    r"^test_(basic_)?deform_conv_": "DeformConv",
+    r"^test_swish_(?!expanded)|^test_swiglu": "Swish, SwiGLU (SwiGLU's expansion uses Swish)",
+    r"^test_roialign_": "RoiAlign",
+    r"^test_tensorscatter": "TensorScatter",
+    r"^test_det_": "Det",
+    r"^test_maxunpool_": "MaxUnpool",
+}
+
+KNOWN_FAILURES: dict[str, str] = {
+    # supported ops that fail today: what is wrong (reported to their owners; remove when fixed)
+    r"^test_(elu|hardsigmoid|leakyrelu|selu|thresholdedrelu)_default_cpu|^test_(SELU|operator_selu)_cpu":
+        "LLVM emitter reads 'alpha' from node.attrs without the op's default: KeyError",
+    r"^test_isinf(_positive|_negative)?_cpu":
+        "LLVM IsInf emitter reads detect_positive/detect_negative without defaults: KeyError",
+    r"^test_attention_4d_causal_fp16_expanded_":
+        "known numerical difference: snipjit's f16 MatMul accumulates in f32 and rounds once, the expected values "
+        "were accumulated in f16 (NumPy); 2 of 192 outputs differ by 1e-3 relative",
+}
+
+EXCLUDED = {**OUT_OF_SCOPE, **NOT_IMPLEMENTED, **KNOWN_FAILURES}
+
+backend_test = onnx.backend.test.BackendTest(snipjit.backend, __name__)
+for _pattern in EXCLUDED:
+    backend_test.exclude(_pattern)
+
+globals().update({name: case for name, case in backend_test.test_cases.items()
+                  if name != "OnnxBackendRealModelTest"})
+
+
+# ---- the backend interface itself -------------------------------------------------------------------
+def _add_relu_model() -> onnx.ModelProto:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["r"])],
+                              "g", [vi("a", TensorProto.FLOAT, [3]), vi("b", TensorProto.FLOAT, [3])],
+                              [vi("r", TensorProto.FLOAT, [3]), vi("s", TensorProto.FLOAT, [3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_prepared_model_runs_on_a_list_or_a_dict_and_returns_outputs_in_graph_order():
+    a, b = np.array([1, -2, 3], np.float32), np.array([-2, 1, 1], np.float32)
+    rep = snipjit.backend.prepare(_add_relu_model(), "CPU")
+    for inputs in ([a, b], {"b": b, "a": a}):
+        r, s = rep.run(inputs)
+        np.testing.assert_array_equal(s, a + b)
+        np.testing.assert_array_equal(r, np.maximum(a + b, 0))
+    out = snipjit.backend.run_model(_add_relu_model(), [a, b])
+    np.testing.assert_array_equal(out["s"], out.s)
+    with pytest.raises(ValueError, match="takes 2 inputs"):
+        rep.run([a])
+
+
+def test_run_node_and_devices():
+    (c,) = snipjit.backend.run_node(helper.make_node("Mul", ["x", "y"], ["z"]),
+                                    [np.array([2.0, 3.0]), np.array([4.0, 5.0])])
+    assert c.dtype == np.float64 and c.tolist() == [8.0, 15.0]
+    assert snipjit.backend.supports_device("CPU")
+    assert not snipjit.backend.supports_device("CUDA") and not snipjit.backend.supports_device("NPU")
+    with pytest.raises(ValueError, match="CPU only"):
+        snipjit.backend.prepare(_add_relu_model(), "CUDA")
