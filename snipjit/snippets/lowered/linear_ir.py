@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 
 from ...ir.graph import Graph
 from ...ir.shape import broadcast_shapes
+from ...ops import get_op
 from ..symbolic import Sym
 from .expression import Expression
 from .loop_info import LoopManager
@@ -40,7 +41,8 @@ class LinearIR:
             lir._add_output(e, v.type.shape)
             made[id(v)] = e.output_port(0)
         for node in body.nodes:
-            e = Expression(node.op, dict(node.attrs), node=node, dtype=node.outputs[0].type.dtype.name)
+            attrs = get_op(node.op, node.domain).resolve_attrs(node)   # defaults filled in for the emitters
+            e = Expression(node.op, attrs, node=node, dtype=node.outputs[0].type.dtype.name)
             for v in node.inputs:
                 if v is None:
                     raise LinearIRError(f"{node.label()}: missing optional inputs are not supported in kernels")
