@@ -1,0 +1,57 @@
+"""The snipjit command: demo, run, explain, and clear errors."""
+from pathlib import Path
+
+import numpy as np
+
+from snipjit.cli import main
+
+BERT = str(Path(__file__).parent / "data" / "tiny_bert.onnx")
+
+
+def test_demo_runs_and_checks_itself(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "fused kernel" in out and "matches the reference" in out
+
+
+def test_no_arguments_is_the_demo(capsys):
+    assert main([]) == 0
+    assert "matches the reference" in capsys.readouterr().out
+
+
+def test_run_with_random_inputs_and_named_dims(capsys):
+    assert main(["run", BERT, "--random-inputs", "--dim", "batch=2", "--dim", "sequence=9", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "last_hidden_state: float32[2, 9, 32]" in out and "median" in out
+
+
+def test_run_with_input_files(tmp_path, capsys):
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.ones((1, 5), np.int64))
+    mask = tmp_path / "mask.npy"
+    np.save(mask, np.ones((1, 5), np.int64))
+    assert main(["run", BERT, "--input", f"input_ids={ids}", "--input", f"attention_mask={mask}",
+                 "--repeat", "1"]) == 0
+    assert "pooler_output: float32[1, 32]" in capsys.readouterr().out
+
+
+def test_missing_inputs_are_named(capsys):
+    try:
+        main(["run", BERT])
+    except SystemExit as e:
+        assert "input_ids" in str(e) and "--random-inputs" in str(e)
+    else:
+        raise AssertionError("expected an error")
+
+
+def test_explain_prints_passes_plan_and_memory(capsys):
+    assert main(["explain", BERT, "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    assert "== plan:" in out and "snippet" in out and "== memory ==" in out
+
+
+def test_unreadable_model_is_an_error_not_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    assert main(["run", str(bad), "--random-inputs"]) == 2
+    assert "snipjit: error:" in capsys.readouterr().err
