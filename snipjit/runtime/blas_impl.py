@@ -14,6 +14,7 @@ import numpy as np
 from ..ir.dtypes import f32
 from ..ir.graph import Node
 from ..ops import get_op
+from . import blas_threads
 from .implementations import Implementation, Kernel, ReferenceKernel, register_implementation
 
 # epilogue op -> in-place application on the output `y` (with the node's other input `b`, attrs `a`)
@@ -63,12 +64,20 @@ class BlasKernel(Kernel):
         return [y]
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        blas_threads.for_product(self._multiply_adds(inputs, outputs[0]))
         self.compute(inputs, outputs[0])
         self._apply_epilogue(outputs[0])
 
     def _apply_epilogue(self, y: np.ndarray) -> None:
         for op, b, attrs in self.epilogue:
             EPILOGUES[op](y, b, attrs)
+
+    def _multiply_adds(self, inputs, y: np.ndarray) -> int:
+        """The product's size: output elements times the reduced dimension."""
+        w = inputs[1]
+        k = w.size // y.shape[1] if self.node.op == "Conv" else (
+            inputs[0].shape[0] if self.node.op == "Gemm" and self.attrs["transA"] else inputs[0].shape[-1])
+        return y.size * k
 
     def _matmul(self, inputs, y) -> None:
         a, b = inputs

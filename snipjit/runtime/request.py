@@ -16,6 +16,7 @@ import numpy as np
 
 from ..ir.graph import TensorType
 from ..ops.registry import OpError
+from . import blas_threads
 from .errors import ExecutionError
 from .feeds import FeedError, check_feeds
 from .profile import Profile, StepCounters
@@ -60,7 +61,8 @@ class Request:
         for s, t in bound.plan.escaping.items():
             slots[s] = given[s] if s in given else self._recycle(s, t)
         try:
-            self._execute(bound)
+            with blas_threads.running():
+                self._execute(bound)
             result = [slots[s] if bound.plan.owns(s) or s in p.input_slots
                       else np.array(slots[s]) for s in p.output_slots]   # constants: hand out copies
         finally:
