@@ -8,13 +8,19 @@ models list them as inputs) are constants too. Declared types (graph inputs, out
 Nodes from older opsets are rewritten into the registry's (latest-opset) form by the rules in
 `onnx_opsets`. Every value gets a type by shape inference, node by node, so that errors name the node.
 
+An op that is not in the registry but whose ONNX schema defines it as a function (Swish, RMSNormalization,
+NegativeLogLikelihoodLoss, Attention, ...) is replaced by the nodes of its function body, instantiated for
+the node (see `onnx_functions`): composite ops need no kernel of their own. Body nodes are imported like
+any other (opset rules, nested expansion); an error inside a body names the original node and the body
+node's op.
+
 Anything the frontend cannot take (an op not in the registry, an unknown domain, a subgraph attribute, a
 malformed model) raises `FrontendError` naming the node: index, name, op type, domain and opset.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,11 +33,13 @@ from ..ir.graph import Graph, GraphError, Node, TensorType, Value
 from ..ir.shape import ShapeError, merge_shapes
 from ..ops import OpError, get_op, has_op, infer_node
 from ..passes.infer_shapes import infer_shapes
+from .onnx_functions import ExpansionError, expand
 from .onnx_opsets import OnnxNode, upgrade
 
 __all__ = ["FrontendError", "load"]
 
 DEFAULT_DOMAIN = ""
+MAX_EXPANSION_DEPTH = 8  # function bodies using functions: SoftmaxCrossEntropyLoss -> NLLLoss is 2
 
 
 class FrontendError(ValueError):
@@ -75,17 +83,20 @@ def _read_model(model: Any, base_dir: str | None) -> tuple[onnx.ModelProto, str]
 
 @dataclass(frozen=True)
 class _Site:
-    """Where an imported node came from, for error messages."""
+    """Where an imported node came from, for error messages: a node of the model and, inside its
+    function body, the ops of the (nested) body nodes leading to the one at hand."""
     index: int
     name: str
     op: str
     domain: str
     opset: int | None
+    via: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         named = f" '{self.name}'" if self.name else ""
         opset = "not imported" if self.opset is None else str(self.opset)
-        return f"node #{self.index}{named} ({self.op}, domain '{self.domain or 'ai.onnx'}', opset {opset})"
+        inside = f", in its function body at {' > '.join(self.via)}" if self.via else ""
+        return f"node #{self.index}{named} ({self.op}, domain '{self.domain or 'ai.onnx'}', opset {opset}){inside}"
 
 
 def _canonical_domain(domain: str) -> str:
@@ -146,11 +157,20 @@ class _Importer:
 
     # ---- one node --------------------------------------------------------------------------------------
     def _import_node(self, index: int, proto: onnx.NodeProto) -> None:
+        site = _Site(index, proto.name, proto.op_type, proto.domain, self.opsets.get(_canonical_domain(proto.domain)))
+        self._import(proto, site, self.opsets)
+
+    def _import(self, proto: onnx.NodeProto, site: _Site, opsets: dict[str, int]) -> None:
+        """Import a node of the model, or of a function body (`site` then names the model's node, and
+        `opsets` are the function's)."""
         domain = _canonical_domain(proto.domain)
-        site = _Site(index, proto.name, proto.op_type, proto.domain, self.opsets.get(domain))
-        if site.opset is None:
-            raise FrontendError(f"{site}: unknown domain '{proto.domain or 'ai.onnx'}' (the model imports no "
+        opset = opsets.get(domain)
+        if opset is None:
+            importer = "the function body" if site.via else "the model"
+            raise FrontendError(f"{site}: unknown domain '{proto.domain or 'ai.onnx'}' ({importer} imports no "
                                 "opset for it)")
+        if not has_op(proto.op_type, domain) and self._expand(proto, site, opset, opsets):
+            return
         attrs = {a.name: self._attribute(a, site) for a in proto.attribute}
         if domain == DEFAULT_DOMAIN and proto.op_type == "Constant":
             if len(proto.output) != 1 or proto.input:
@@ -160,11 +180,27 @@ class _Importer:
             return
         inputs = [self._lookup(n, i, site) if n else None for i, n in enumerate(proto.input)]
         node = OnnxNode(proto.op_type, inputs, list(proto.output), attrs, proto.name, domain)
-        builder = _Builder(self, site)
+        builder = _Builder(self, site, opset)
         if domain == DEFAULT_DOMAIN:
-            node = upgrade(node, site.opset, builder)
+            node = upgrade(node, opset, builder)
         if node is not None:
             builder.add(node)
+
+    def _expand(self, proto: onnx.NodeProto, site: _Site, opset: int, opsets: dict[str, int]) -> bool:
+        """Import the function body of an op the registry lacks; False when its schema has none."""
+        types = [self._lookup(n, i, site).type if n else None for i, n in enumerate(proto.input)]
+        try:
+            expansion = expand(proto, opset, types, self.fresh_name)
+        except ExpansionError as e:
+            raise FrontendError(f"{site}: {e}") from None
+        if expansion is None:
+            return False
+        if len(site.via) >= MAX_EXPANSION_DEPTH:
+            raise FrontendError(f"{site}: function bodies nested more than {MAX_EXPANSION_DEPTH} deep")
+        body_opsets = {**opsets, **expansion.opsets}
+        for node in expansion.nodes:
+            self._import(node, replace(site, via=site.via + (node.op_type,)), body_opsets)
+        return True
 
     def _lookup(self, name: str, i: int, site: _Site) -> Value:
         try:
@@ -337,10 +373,10 @@ def _merge(out: Value, inferred: TensorType, site: _Site) -> TensorType:
 class _Builder:
     """What opset rules may do while one ONNX node is imported (see `onnx_opsets.Builder`)."""
 
-    def __init__(self, importer: _Importer, site: _Site):
+    def __init__(self, importer: _Importer, site: _Site, opset: int):
         self.importer = importer
         self.site = site
-        self.opset = site.opset
+        self.opset = opset
         self.count = 0
 
     def const(self, hint: str, array: np.ndarray) -> Value:

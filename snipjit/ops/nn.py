@@ -196,8 +196,10 @@ def _infer_conv(ctx: OpContext) -> list[TensorType]:
     return [tensor(x.dtype, [x.shape[0], m] + _spatial_shape(ctx, x.shape, _window(ctx, kernel)))]
 
 
-def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Window, group: int) -> np.ndarray:
-    """The grouped convolution as im2col + one matrix product per group, in x's dtype."""
+def im2col(ctx: OpContext, x: np.ndarray, w: np.ndarray, win: Window, group: int
+           ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """A grouped convolution as matrix products: weights [G, M/G, K], columns [G, K, N * prod(out)]
+    (K = C/G * prod(kernel)), and the output's spatial size; in x's compute dtype."""
     n, c = x.shape[:2]
     m, cg = w.shape[:2]
     if x.ndim != w.ndim or c != cg * group or m % group:
@@ -209,13 +211,22 @@ def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, wi
     view = _windows(x.astype(dt, copy=False), win, p, 0)              # [N, C, *out, *kernel]
     d = win.rank
     view = view.reshape((n, group, cg) + p.out + win.kernel)
-    # im2col: [G, Cg * prod(kernel), N * prod(out)]
     cols = view.transpose((1, 2) + tuple(range(3 + d, 3 + 2 * d)) + (0,) + tuple(range(3, 3 + d)))
     cols = cols.reshape(group, cg * math.prod(win.kernel), n * math.prod(p.out))
-    y = np.matmul(w.astype(dt, copy=False).reshape(group, m // group, -1), cols)   # [G, M/G, N * out]
-    y = y.reshape((m, n) + p.out).swapaxes(0, 1)
+    return w.astype(dt, copy=False).reshape(group, m // group, -1), cols, p.out
+
+
+def conv_output(y: np.ndarray, n: int, spatial: tuple[int, ...]) -> np.ndarray:
+    """The products' result [G, M/G, N * prod(out)] as the convolution's [N, M, *out] (a view)."""
+    return y.reshape((-1, n) + spatial).swapaxes(0, 1)
+
+
+def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Window, group: int) -> np.ndarray:
+    """The grouped convolution as im2col + one matrix product per group, in x's dtype."""
+    wm, cols, spatial = im2col(ctx, x, w, win, group)
+    y = conv_output(np.matmul(wm, cols), x.shape[0], spatial)
     if b is not None:
-        y = y + b.astype(dt, copy=False).reshape((m,) + (1,) * d)
+        y = y + b.astype(y.dtype, copy=False).reshape((-1,) + (1,) * len(spatial))
     return np.ascontiguousarray(y, dtype=x.dtype)
 
 

@@ -1,12 +1,15 @@
 """The `blas` implementation: MatMul, Gemm and Conv through NumPy's BLAS, into planned buffers.
 
-MatMul/Gemm are one `np.matmul(..., out=...)`; a 1×1 Conv (stride 1, no padding, one group) is a plain
-batched GEMM of the weights with the input seen as [N, C, H*W]; other Convs use im2col and a GEMM.
+MatMul/Gemm are matrix products into the planned output; a 1×1 Conv (stride 1, no padding, one group)
+is a plain batched GEMM of the weights with the input seen as [N, C, H*W]; other Convs use im2col and a
+GEMM. Large products are split over snipjit's thread pool by rows (or batches), each piece a
+single-threaded BLAS call, so BLAS threads never compete with snipjit's (see `blas_threads`).
 Epilogue nodes the markup pass left to this implementation (a bias Add, an activation) are absorbed:
 applied in place on the output while it is still in cache.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
@@ -14,8 +17,9 @@ import numpy as np
 from ..ir.dtypes import f32
 from ..ir.graph import Node
 from ..ops import get_op
-from . import blas_threads
+from ..ops.nn import _window, conv_output, im2col
 from .implementations import Implementation, Kernel, ReferenceKernel, register_implementation
+from .thread_pool import get_pool
 
 # epilogue op -> in-place application on the output `y` (with the node's other input `b`, attrs `a`)
 EPILOGUES: dict[str, Callable[[np.ndarray, np.ndarray | None, dict], None]] = {
@@ -64,7 +68,6 @@ class BlasKernel(Kernel):
         return [y]
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        blas_threads.for_product(self._multiply_adds(inputs, outputs[0]))
         self.compute(inputs, outputs[0])
         self._apply_epilogue(outputs[0])
 
@@ -72,24 +75,17 @@ class BlasKernel(Kernel):
         for op, b, attrs in self.epilogue:
             EPILOGUES[op](y, b, attrs)
 
-    def _multiply_adds(self, inputs, y: np.ndarray) -> int:
-        """The product's size: output elements times the reduced dimension."""
-        w = inputs[1]
-        k = w.size // y.shape[1] if self.node.op == "Conv" else (
-            inputs[0].shape[0] if self.node.op == "Gemm" and self.attrs["transA"] else inputs[0].shape[-1])
-        return y.size * k
-
     def _matmul(self, inputs, y) -> None:
         a, b = inputs
         if a.ndim < 2 or b.ndim < 2:
             np.copyto(y, np.matmul(a, b))
         else:
-            np.matmul(a, b, out=y)
+            parallel_matmul(a, b, y)
 
     def _gemm(self, inputs, y) -> None:
         a, b = inputs[0], inputs[1]
         c = inputs[2] if len(inputs) > 2 else None
-        np.matmul(a.T if self.attrs["transA"] else a, b.T if self.attrs["transB"] else b, out=y)
+        parallel_matmul(a.T if self.attrs["transA"] else a, b.T if self.attrs["transB"] else b, y)
         if self.attrs["alpha"] != 1.0:
             y *= np.float32(self.attrs["alpha"])
         if c is not None:
@@ -98,19 +94,61 @@ class BlasKernel(Kernel):
     def _conv(self, inputs, y) -> None:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
+        n, c = x.shape[:2]
         if self._is_pointwise(w):
-            n, c = x.shape[:2]
-            np.matmul(w.reshape(w.shape[0], c), x.reshape(n, c, -1), out=y.reshape(n, w.shape[0], -1))
-            if bias is not None:
-                y += bias.reshape((-1,) + (1,) * (y.ndim - 2))
+            parallel_matmul(w.reshape(w.shape[0], c), x.reshape(n, c, -1), y.reshape(n, w.shape[0], -1))
         else:
-            np.copyto(y, self.reference(inputs)[0])
+            ctx = self.reference.ctx
+            wm, cols, spatial = im2col(ctx, x, w, _window(ctx, tuple(w.shape[2:])), self.attrs["group"])
+            if wm.shape[0] == 1 and n == 1:   # the product lands in the output's layout directly
+                parallel_matmul(wm[0], cols[0], y.reshape(w.shape[0], -1))
+            else:
+                products = np.empty((wm.shape[0], wm.shape[1], cols.shape[2]), np.float32)
+                parallel_matmul(wm, cols, products)
+                np.copyto(y, conv_output(products, n, spatial))
+        if bias is not None:
+            y += bias.reshape((-1,) + (1,) * (y.ndim - 2))
 
     def _is_pointwise(self, w: np.ndarray) -> bool:
         a = self.attrs
         return (w.ndim >= 3 and all(k == 1 for k in w.shape[2:]) and a["group"] == 1
                 and all(s == 1 for s in (a["strides"] or [1])) and not any(a["pads"] or [0])
                 and a["auto_pad"] in ("NOTSET", "VALID", ""))
+
+
+SPLIT_MIN_MULTIPLY_ADDS = 1 << 20   # smaller products run in one piece
+
+
+def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """out = a @ b (2-D or batched, NumPy semantics), split by batches or rows over the thread pool."""
+    pool = get_pool()
+    m, k = a.shape[-2:]
+    n = out.shape[-1]
+    if pool.threads == 1 or out.size * k < SPLIT_MIN_MULTIPLY_ADDS:
+        np.matmul(a, b, out=out)
+        return
+    batch = out.shape[:-2]
+    if batch and a.shape[:-2] == batch and math.prod(batch) >= pool.threads:   # split the batch
+        o3 = _view(out, (-1, m, n))
+        a3 = a.reshape(-1, m, k)
+        b3 = b.reshape(-1, *b.shape[-2:]) if b.shape[:-2] == batch else None
+        if o3 is not None and (b3 is not None or b.ndim == 2):
+            pool.parallel_for(lambda lo, hi: np.matmul(a3[lo:hi], b3[lo:hi] if b3 is not None else b,
+                                                       out=o3[lo:hi]), a3.shape[0])
+            return
+    if b.ndim == 2 and (a.ndim == 2 or a.shape[:-2] == batch):   # rows of a, the batch folded in
+        o2 = _view(out, (-1, n))
+        if o2 is not None:
+            a2 = a.reshape(-1, k)
+            pool.parallel_for(lambda lo, hi: np.matmul(a2[lo:hi], b, out=o2[lo:hi]), a2.shape[0])
+            return
+    np.matmul(a, b, out=out)
+
+
+def _view(arr: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """`arr` reshaped without a copy, or None when that needs one."""
+    v = arr.reshape(shape)
+    return v if np.shares_memory(v, arr) else None
 
 
 def accepts_blas(node: Node, options: dict) -> bool:

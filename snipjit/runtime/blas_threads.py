@@ -1,10 +1,11 @@
-"""How many threads NumPy's BLAS may use for a product, so BLAS and snipjit do not oversubscribe cores.
+"""Keep NumPy's BLAS single-threaded inside snipjit: its products are split over snipjit's own pool.
 
-NumPy ships OpenBLAS, which by default starts one thread per core for every large product. snipjit
-asks it per calling thread (OpenBLAS's thread-local setting): all cores for a large product while a
-single request runs; one thread for small products (thread start-up costs more than it saves) and
-while several requests run at once (each already has a core). Without a thread-local OpenBLAS the
-policy is not applied and BLAS keeps its own defaults.
+NumPy ships OpenBLAS, which starts one thread per core for every large product and lets them spin
+after it; snipjit's pool runs kernels on the same cores, so both together would oversubscribe them (on
+2 cores, a step after a product can take milliseconds instead of microseconds). snipjit therefore sets
+OpenBLAS to one thread (its thread-local setting, on snipjit's threads and, for the duration of a
+run, on the caller's) and parallelises large products itself (`blas_impl.parallel_matmul`). Without a
+thread-local OpenBLAS, BLAS keeps its defaults and products are not split.
 """
 from __future__ import annotations
 
@@ -14,10 +15,6 @@ import os
 import threading
 
 import numpy as np
-
-from .thread_pool import default_threads
-
-SMALL_PRODUCT = 1 << 21   # multiply-adds: below this, one thread
 
 
 def _find_local_setter():
@@ -33,34 +30,31 @@ def _find_local_setter():
 
 
 _setter = _find_local_setter()
-_local = threading.local()
-_active = 0
-_active_lock = threading.Lock()
-
-
-class running:
-    """Context manager counting the requests that run right now."""
-
-    def __enter__(self):
-        global _active
-        with _active_lock:
-            _active += 1
-
-    def __exit__(self, *exc):
-        global _active
-        with _active_lock:
-            _active -= 1
-
-
-def for_product(multiply_adds: int) -> None:
-    """Set this thread's BLAS threads for a product of that size (a no-op when unchanged)."""
-    if _setter is None:
-        return
-    n = 1 if multiply_adds < SMALL_PRODUCT or _active > 1 else default_threads()
-    if getattr(_local, "threads", None) != n:
-        _setter(n)
-        _local.threads = n
 
 
 def available() -> bool:
     return _setter is not None
+
+
+def single_threaded_here() -> None:
+    """One BLAS thread for the calling thread from now on (snipjit's own worker threads)."""
+    if _setter is not None:
+        _setter(1)
+
+
+class single_threaded:
+    """One BLAS thread for the calling thread while a run lasts; its previous setting is restored."""
+    _local = threading.local()
+
+    def __enter__(self):
+        if _setter is not None:
+            depth = getattr(self._local, "depth", 0)
+            if depth == 0:
+                self._local.previous = _setter(1)
+            self._local.depth = depth + 1
+
+    def __exit__(self, *exc):
+        if _setter is not None:
+            self._local.depth -= 1
+            if self._local.depth == 0:
+                _setter(self._local.previous)

@@ -61,7 +61,7 @@ class Request:
         for s, t in bound.plan.escaping.items():
             slots[s] = given[s] if s in given else self._recycle(s, t)
         try:
-            with blas_threads.running():
+            with blas_threads.single_threaded():
                 self._execute(bound)
             result = [slots[s] if bound.plan.owns(s) or s in p.input_slots
                       else np.array(slots[s]) for s in p.output_slots]   # constants: hand out copies

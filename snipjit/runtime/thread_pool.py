@@ -28,6 +28,8 @@ class ThreadPool:
             threading.Thread(target=self._worker, args=(i,), daemon=True, name=f"snipjit-worker-{i}").start()
 
     def _worker(self, i: int) -> None:
+        from .blas_threads import single_threaded_here
+        single_threaded_here()   # products are split over this pool, each piece on one BLAS thread
         while True:
             self._start[i].wait()
             self._start[i].clear()

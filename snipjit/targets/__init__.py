@@ -7,7 +7,7 @@ import os
 
 from .target import Emitter, KernelFunction, TargetError, TargetMachine
 
-TARGETS = ("llvm",)
+TARGETS = ("llvm", "c")
 
 
 def get_target(name: str | None = None) -> TargetMachine:
@@ -19,6 +19,9 @@ def get_target(name: str | None = None) -> TargetMachine:
 
 @functools.cache
 def _make(name: str) -> TargetMachine:
+    if name == "c":
+        from .c.target import CTarget
+        return CTarget()
     from .llvm.target import LLVMTarget
     return LLVMTarget()
 

@@ -146,6 +146,10 @@ class Vec:
     def eq(self, o) -> Vec: return self._compare("==", o)
     def ne(self, o) -> Vec: return self._compare("!=", o)
 
+    def ult(self, other) -> Vec:
+        """Unsigned integer less-than."""
+        return Vec(self.b, self.b.icmp_unsigned("<", self.value, self._raw(other)))
+
     def isnan(self) -> Vec:
         return Vec(self.b, self.b.fcmp_unordered("uno", self.value, self.value))
 
@@ -221,6 +225,38 @@ def _any(mask: Vec) -> ir.Value:
     return _intrinsic("llvm.vector.reduce.or", mask, ret=ir.IntType(1)).value
 
 
+def _limit(a: Vec, hi: float) -> Vec:
+    """min(a, hi), NaN kept (one compare-and-select, a single min instruction on x86)."""
+    return where(a > hi, hi, a)
+
+
+def _branch_if_any(mask: Vec, compute: Callable[[], tuple[Vec, ...]], default: tuple[Vec, ...]):
+    """Per lane ``mask ? compute() : default``; ``compute`` only runs if some lane needs it."""
+    b = mask.b
+    entry = b.block
+    slow = b.append_basic_block("vmath.slow")
+    done = b.append_basic_block("vmath.done")
+    b.cbranch(_any(mask), slow, done).set_weights([1, 1000])
+    b.position_at_end(slow)
+    chosen = [where(mask, value, fallback) for value, fallback in zip(compute(), default)]
+    slow_end = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    merged = []
+    for value, fallback in zip(chosen, default):
+        phi = b.phi(value.type)
+        phi.add_incoming(fallback.value, entry)
+        phi.add_incoming(value.value, slow_end)
+        merged.append(Vec(b, phi))
+    return tuple(merged)
+
+
+def _fast_unless(slow: Vec, fast: Vec, full: Callable[[], Vec]) -> Vec:
+    """``fast``, except in the lanes of ``slow``, which take ``full()``: computed only when some lane
+    needs it, so a fast path need not care about NaN, infinities or extreme arguments."""
+    return _branch_if_any(slow, lambda: (full(),), (fast,))[0]
+
+
 def _keep_nan(x: Vec, result: Vec) -> Vec:
     return where(x.isnan(), x, result)
 
@@ -235,13 +271,6 @@ def _two_sum(a: Vec, b: Vec) -> tuple[Vec, Vec]:
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
-
-
-def _square(x: Vec) -> tuple[Vec, Vec]:
-    """hi + lo == x*x exactly (the product of two 24-bit significands fits a double)."""
-    sq = x.widen() * x.widen()
-    hi = sq.narrow()
-    return hi, (sq - hi.widen()).narrow()
 
 
 def _split(x: Vec) -> tuple[Vec, Vec]:
@@ -312,21 +341,36 @@ _PIO2_PARTS = _bit_fields(_PI_SCALED, _PI_BITS + 1, (33, 33, 53))  # Cody–Wait
 _TWO_OVER_PI_CHUNKS = _bit_fields((1 << (2 * _PI_BITS + 1)) // _PI_SCALED, _PI_BITS, (24,) * 10)
 _CODY_WAITE_LIMIT = 2.0**20  # |k| < 2**20 keeps k * part exact for 33-bit parts
 
-# Kernels; coefficient order is c0, c1, ... (near-minimax, see module docstring).
+# Kernels; coefficient order is c0, c1, ... (near-minimax, see module docstring). Rationals are
+# P/Q with Q's constant term 1.
+_EXP_P = (1.0, 0.9999997019767761, 0.4999915063381195, 0.16667649149894714,
+          0.041897837072610855, 0.008289573714137077)  # e^r, |r| <= ln2/2
 _EXPM1_Q = (0.4999999701976776, 0.1666654348373413, 0.04166720062494278,
             0.008366511203348637, 0.0013882509665563703)  # (e^r-1-r)/r^2, |r| <= ln2/2
 # (log1p(f) - f)/f^2, f in [√½-1, √2-1]
-_LOG1P_R = (-0.49999988079071045, 0.33333325386047363, -0.25001582503318787,
-            0.20001976191997528, -0.16609077155590057, 0.1418178826570511,
-            -0.13242991268634796, 0.12904654443264008, -0.0762203112244606)
-# (erf(a) - a)/a in a^2, a <= 0.75
-_ERF_Q = (0.12837916612625122, -0.3761261999607086, 0.11283376812934875,
-          -0.026834622025489807, 0.00511434068903327, -0.0006749476306140423)
-_ERF_SMALL = 0.75
-_ERFC_T0 = 0.44363635778427124
-_ERFC_P = (-0.7469522953033447, 1.3204900026321411, 0.2493131458759308, -0.33102577924728394,
-           -0.2302660197019577, 0.22227555513381958, 0.21970100700855255, -0.1930331438779831,
-           -0.17892180383205414)  # log(erfc(a)/t) + a^2 in t - T0, t = 2/(2+a), a in [0.75, 10.5]
+_LOG1P_R = (-0.49999991059303284, 0.3333394527435303, -0.25001776218414307,
+            0.19962237775325775, -0.16570305824279785, 0.14916366338729858,
+            -0.1430782973766327, 0.08738933503627777)
+# log1p(u)/u, u in [0, 1]
+_LOG1P_U = (1.0, -0.49999648332595825, 0.33321329951286316, -0.24857217073440552,
+            0.1915384829044342, -0.13754189014434814, 0.07920888811349869,
+            -0.030068378895521164, 0.005365455988794565)
+# tanh(a)/a and erf(a)/a as rationals in a^2 up to where f32 rounds them to 1
+_TANH_ONE = 8.0  # 1 - tanh(8) < 4 ulp
+_TANH_P = (1.0, 0.1344449520111084, 0.003571593901142478, 2.189459337387234e-05,
+           1.5230318339831683e-08)
+_TANH_Q = (1.0, 0.46777820587158203, 0.026164427399635315, 0.0003411285288166255,
+           8.522407028976886e-07)
+_ERF_ONE = 3.92  # 1 - erf(3.92) < 1/2 ulp
+_ERF_P = (1.1283791065216064, 0.19992676377296448, 0.05057362839579582, 0.003701704554259777,
+          0.0001418526953784749, -1.957841732291854e-06, 1.992415299412187e-08)
+_ERF_Q = (1.0, 0.510512113571167, 0.11499933898448944, 0.01435339730232954,
+          0.0009560619364492595)
+# Mills ratio of the normal distribution: Phi(-y) e^(y^2/2), y in [0, 15] (a rational in y)
+_MILLS_P = (0.5, 0.4392831325531006, 0.1839689016342163, 0.04088104888796806,
+            0.004153218120336533)
+_MILLS_Q = (1.0, 1.6764512062072754, 1.2055473327636719, 0.47140809893608093,
+            0.1024797111749649, 0.010410462506115437)
 _ATAN_P = (-0.33333316445350647, 0.19998471438884735, -0.14243531227111816,
            0.10593792796134949, -0.06078165024518967)  # (atan(r)-r)/r^3 in r^2, |r| <= tan(pi/8)
 _ASIN_P = (0.16666752099990845, 0.07495297491550446, 0.04547044634819031,
@@ -334,9 +378,8 @@ _ASIN_P = (0.16666752099990845, 0.07495297491550446, 0.04547044634819031,
 # Taylor series for double-precision kernels on |r| <= pi/4 and |r| <= ln2/2
 _SIN_D = tuple((-1) ** (i + 1) / math.factorial(2 * i + 3) for i in range(4))  # (sin r - r)/r^3
 _COS_D = tuple((-1) ** i / math.factorial(2 * i + 4) for i in range(5))  # (cos r - 1 + r^2/2)/r^4
-_EXP_D = tuple(1 / math.factorial(i) for i in range(12))  # e^r
-_ATANH_D = tuple(2.0 / (2 * i + 3) for i in range(9))  # (log1p(f) - 2s)/s^3 in s^2, s = f/(2+f)
-
+_EXP_D = tuple(1 / math.factorial(i) for i in range(10))  # e^r, truncation error < 1e-11
+_ATANH_D = tuple(2.0 / (2 * i + 3) for i in range(6))  # (log1p(f) - 2s)/s^3 in s^2, s = f/(2+f)
 
 # --------------------------------------------------------------------------------------------
 # Registry
@@ -387,6 +430,28 @@ def emit(builder: ir.IRBuilder, name: str, *operands: ir.Value, **params: float)
 # Exponentials
 # --------------------------------------------------------------------------------------------
 
+_SHIFTER = 1.5 * 2.0**23  # v + _SHIFTER rounds v (|v| < 2**22) to an integer held in low bits
+_SHIFTER_BITS = _f32_bits(_SHIFTER)
+_EXP_FAST = 87.0  # |x| <= 87: e^x and 2**k are normal, so k can be added to exponent bits
+
+
+def _round_log2(x: Vec) -> tuple[Vec, Vec]:
+    """(k, t): k = roundeven(x / ln2) as a float, and t, whose low significand bits hold k."""
+    t = fma(x, _LOG2E, _SHIFTER)
+    return t - _SHIFTER, t
+
+
+def _exp_kernel(k: Vec, r_hi: Vec) -> Vec:
+    """e^r for r = r_hi - k*_LN2_LO in [-ln2/2, ln2/2]."""
+    return poly(fma(k, -_LN2_LO, r_hi), _EXP_P)
+
+
+def _scale_fast(v: Vec | float, t: Vec) -> Vec:
+    """v * 2**k for the k held by t, by adding k to v's exponent field: the result must be normal."""
+    v = v if isinstance(v, Vec) else t.const(v)
+    return (v.bits() + (t.bits() << 23)).as_float()
+
+
 def _pow2(k: Vec) -> Vec:
     """2**k as f32 for int32 k in [-126, 127]."""
     return ((k + 127) << 23).as_float()
@@ -398,61 +463,91 @@ def _ldexp(v: Vec, k: Vec) -> Vec:
     return v * _pow2(half) * _pow2(k - half)
 
 
-def _exp_reduce(x: Vec) -> tuple[Vec, Vec]:
-    """x = k*ln2 + r; returns (k as int32, e^r - 1). x must be finite and |x| < 2**15."""
-    k = roundeven(x * _LOG2E)
-    r = fma(k, -_LN2_HI, x)
-    r = fma(k, -_LN2_LO, r)
-    return k.to_int(), fma(r * r, poly(r, _EXPM1_Q), r)
+def _exp_fast(x: Vec) -> Vec:
+    """e^x for |x| <= _EXP_FAST; other lanes (NaN too) get garbage."""
+    k, t = _round_log2(x)
+    return _scale_fast(_exp_kernel(k, fma(k, -_LN2_HI, x)), t)
 
 
 def _exp_finite(x: Vec, log2_scale: int = 0) -> Vec:
-    """e^x * 2**log2_scale; NaN gives 0."""
-    underflow = -(151 + log2_scale) * _LN2  # beyond the clamps the result is 0 or inf anyway
-    k, p = _exp_reduce(clamp(x, underflow, 89.0))
-    return _ldexp(p + 1.0, k + log2_scale)
+    """e^x * 2**log2_scale for any x, rounded once even when denormal; NaN gives 0."""
+    x = clamp(x, -(151 + log2_scale) * _LN2, (129 - log2_scale) * _LN2)  # beyond: 0 or inf
+    k, t = _round_log2(x)
+    return _ldexp(_exp_kernel(k, fma(k, -_LN2_HI, x)), t.bits() - (_SHIFTER_BITS - log2_scale))
 
 
-def _expm1_scaled(x: Vec, log2_scale: int = 0) -> Vec:
-    """(e^x - 1) * 2**log2_scale for x in [-30, 90]: 2**k * (p + 1 - 2**-k), one rounding."""
-    k, p = _exp_reduce(x)
-    one_minus = 1.0 - _pow2(-where(k > 64, k.const(64), k))
-    return _ldexp(p + one_minus, k + log2_scale)
+def _expm1_fast(x: Vec) -> Vec:
+    """e^x - 1 for x <= _EXP_FAST, NaN kept: 2**k * q + (2**k - 1) with q = e^r - 1, one rounding."""
+    x = where(x < -_EXP_FAST, -_EXP_FAST, x)  # e^x - 1 rounds to -1 already
+    k, t = _round_log2(x)
+    r = fma(k, -_LN2_LO, fma(k, -_LN2_HI, x))
+    q = fma(r * r, poly(r, _EXPM1_Q), r)
+    scale = _scale_fast(1.0, t)
+    return fma(scale, q, scale - 1.0)
+
+
+def _beyond_exp_fast(x: Vec) -> Vec:
+    """Lanes the fast paths of exp-based ops leave to the full one: x > _EXP_FAST or NaN."""
+    return ~(x <= _EXP_FAST)
 
 
 @_op("exp")
 def exp(x: Vec) -> Vec:
-    return _keep_nan(x, _exp_finite(x))
+    return _fast_unless(~(fabs(x) <= _EXP_FAST), _exp_fast(x), lambda: _keep_nan(x, _exp_finite(x)))
 
 
 @_op("expm1")
 def expm1(x: Vec) -> Vec:
-    return _keep_zero(x, _keep_nan(x, _expm1_scaled(clamp(x, -30.0, 90.0))))
+    fast = _keep_zero(x, _expm1_fast(x))
+    return _fast_unless(_beyond_exp_fast(x), fast, lambda: _keep_nan(x, _exp_finite(x)))
+
+
+def _half_exp_full(x: Vec) -> Vec:
+    """e^|x| / 2, which is sinh and cosh to f32 precision where |x| > _EXP_FAST."""
+    return _keep_nan(x, _exp_finite(fabs(x), -1))
 
 
 @_op("sinh")
 def sinh(x: Vec) -> Vec:
-    h = _expm1_scaled(clamp(fabs(x), 0.0, 90.0), -1)  # (e^a - 1)/2
-    bounded = _intrinsic("llvm.minnum", h, h.const(1e30))  # h/(2h+1) -> 1/2, never inf/inf
-    return _keep_nan(x, copysign(h + bounded / (bounded * 2.0 + 1.0), x))
+    h = _expm1_fast(fabs(x)) * 0.5  # (e^a - 1)/2; sinh = h + h/(2h + 1)
+    fast = copysign(h + h / (h * 2.0 + 1.0), x)
+    return _fast_unless(_beyond_exp_fast(fabs(x)), fast, lambda: copysign(_half_exp_full(x), x))
 
 
 @_op("cosh")
 def cosh(x: Vec) -> Vec:
-    g = _expm1_scaled(clamp(fabs(x), 0.0, 90.0), -1) + 0.5  # e^a / 2
-    return _keep_nan(x, g + 0.25 / g)
+    g = fma(_expm1_fast(fabs(x)), 0.5, 0.5)  # e^a / 2
+    return _fast_unless(_beyond_exp_fast(fabs(x)), g + 0.25 / g, lambda: _half_exp_full(x))
+
+
+def _odd_rational(x: Vec, p: tuple[float, ...], q: tuple[float, ...], one: float) -> Vec:
+    """sign(x) * a P(a^2)/Q(a^2) for a = |x| <= one, sign(x) beyond (tanh, erf); NaN kept."""
+    a = fabs(x)
+    u = a * a
+    value = a * poly(u, p) / poly(u, q)  # NaN where u = inf, but replaced below
+    return copysign(where(a > one, 1.0, value), x)
 
 
 @_op("tanh")
 def tanh(x: Vec) -> Vec:
-    e = _expm1_scaled(clamp(fabs(x), 0.0, 9.1) * 2.0)  # tanh rounds to 1 beyond 9.1
-    return _keep_nan(x, copysign(e / (e + 2.0), x))
+    return _odd_rational(x, _TANH_P, _TANH_Q, _TANH_ONE)
 
 
-# Gates that reach denormals (sigmoid of -90, erfc of 10) are carried scaled by 2**_TAIL so
-# that the product with x is rounded once, not once as a denormal gate and again after.
+# Sigmoid-like ops: the fast paths take x >= -_EXP_FAST, where gates are normal numbers. Below,
+# gates reach denormals (sigmoid of -90, erfc of 10): the full paths carry them scaled by
+# 2**_TAIL so that the product with x is rounded once, not once as a denormal gate and again.
 _TAIL = 32
 _UNTAIL = 2.0**-_TAIL
+
+
+def _below_fast(x: Vec, lowest: float) -> Vec:
+    """Lanes a fast path valid for x >= lowest leaves to the full one (NaN included)."""
+    return ~(x >= lowest)
+
+
+def _one_plus_exp_minus(x: Vec) -> Vec:
+    """1 + e^-x for x >= -_EXP_FAST."""
+    return 1.0 + _exp_fast(-_limit(x, _EXP_FAST))
 
 
 def _logistic_scaled(z_hi: Vec, z_lo: Vec | None) -> Vec:
@@ -471,84 +566,133 @@ def _gated(x: Vec, gate_scaled: Vec) -> Vec:
 
 @_op("sigmoid")
 def sigmoid(x: Vec) -> Vec:
-    return _keep_nan(x, _logistic_scaled(x, None) * _UNTAIL)
+    fast = 1.0 / _one_plus_exp_minus(x)
+    full = lambda: _keep_nan(x, _logistic_scaled(x, None) * _UNTAIL)  # noqa: E731
+    return _fast_unless(_below_fast(x, -_EXP_FAST), fast, full)
 
 
 @_op("silu")
 def silu(x: Vec) -> Vec:
-    return _gated(x, _logistic_scaled(x, None))
+    fast = x / _one_plus_exp_minus(x)
+    full = lambda: _gated(x, _logistic_scaled(x, None))  # noqa: E731
+    return _fast_unless(_below_fast(x, -_EXP_FAST), fast, full)
 
 
 @_op("softplus")
 def softplus(x: Vec) -> Vec:
-    return where(x > 0.0, x, 0.0) + log1p(exp(-fabs(x)))
+    # max(x, 0) + log1p(e^-|x|); below -87 that is e^x (log1p(u) rounds to u).
+    u = _exp_fast(-_limit(fabs(x), _EXP_FAST))
+    fast = where(x > 0.0, x, 0.0) + u * poly(u, _LOG1P_U)
+    return _fast_unless(_below_fast(x, -_EXP_FAST), fast, lambda: _keep_nan(x, _exp_finite(x)))
+
+
+_MISH_ONE = 9.0  # tanh(softplus(x)) rounds to 1 beyond
 
 
 @_op("mish")
 def mish(x: Vec) -> Vec:
-    e = _exp_finite(where(x > 20.0, 20.0, x), _TAIL)  # tanh(softplus(x)) rounds to 1 beyond 20
-    n = e * fma(e, _UNTAIL, 2.0)  # tanh(log(1+e)) = n/(n+2), scaled by 2**_TAIL
-    return _gated(x, n / fma(n, _UNTAIL, 2.0))
+    # tanh(log(1 + e)) = n/(n + 2) with n = e(e + 2)
+    e = _exp_fast(_limit(x, _MISH_ONE))
+    n = e * (e + 2.0)
+    fast = x * (n / (n + 2.0))
+
+    def full() -> Vec:
+        e = _exp_finite(_limit(x, _MISH_ONE), _TAIL)
+        n = e * fma(e, _UNTAIL, 2.0)  # scaled by 2**_TAIL
+        return _gated(x, n / fma(n, _UNTAIL, 2.0))
+
+    return _fast_unless(_below_fast(x, -_EXP_FAST), fast, full)
+
+
+_GELU_C1 = _f32(2 * math.sqrt(2 / math.pi))  # 0.5x(1 + tanh(u)) = x sigmoid(z), z = x(C1 + C3 x^2)
+_GELU_C1_LO = 2 * math.sqrt(2 / math.pi) - _GELU_C1
+_GELU_C3 = 2 * 0.044715 * math.sqrt(2 / math.pi)
+_GELU_TANH_FAST = -3.0  # below, e^-z needs z beyond what the fast path's corrections give
+_GELU_TANH_ONE = 9.0  # the gate rounds to 1 beyond
 
 
 @_op("gelu_tanh")
 def gelu_tanh(x: Vec) -> Vec:
-    # 0.5x(1 + tanh(u)) = x * sigmoid(2u); e^-|2u| needs 2u beyond f32 precision, so it is
-    # formed in double and exponentiated as e^hi * (1 + lo).
-    xd = x.widen()
-    z = xd * fma(xd * xd, 2 * 0.044715 * math.sqrt(2 / math.pi), 2 * math.sqrt(2 / math.pi))
-    return _gated(x, _logistic_scaled(*_split(clamp(z, -200.0, 200.0))))
+    # e^-z with an absolute error of z below 2e-7: the reduction takes x*w unrounded (FMA) and
+    # adds x*dw for the rounding of w and of C1 (C1 - w is exact while w <= 2 C1).
+    xc = _limit(x, _GELU_TANH_ONE)
+    x2 = xc * xc
+    w = fma(x2, _GELU_C3, _GELU_C1)
+    dw = fma(x2, _GELU_C3, (_GELU_C1 - w) + _GELU_C1_LO)
+    k, t = _round_log2(-(xc * w))
+    r_hi = fma(xc, -dw, fma(xc, -w, k * -_LN2_HI))
+    e = _scale_fast(_exp_kernel(k, r_hi), t)
+    fast = x / (1.0 + e)
+
+    def full() -> Vec:
+        xd = x.widen()  # z in double, exponentiated as e^hi * (1 + lo)
+        z = xd * fma(xd * xd, _GELU_C3, _GELU_C1 + _GELU_C1_LO)
+        return _gated(x, _logistic_scaled(*_split(clamp(z, -200.0, 200.0))))
+
+    return _fast_unless(_below_fast(x, _GELU_TANH_FAST), fast, full)
 
 
 # --------------------------------------------------------------------------------------------
 # Error function
 # --------------------------------------------------------------------------------------------
 
-def _erf_small(a: Vec) -> Vec:
-    return fma(a, poly(a * a, _ERF_Q), a)
-
-
-def _erfc_large(a: Vec, a2: tuple[Vec, Vec]) -> Vec:
-    """erfc(a) * 2**_TAIL = t exp(-a^2 + P(t)) for a in [0.75, 10.5]; a^2 = hi + lo exactly."""
-    t = 2.0 / (a + 2.0)
-    s, err = _two_sum(poly(t - _ERFC_T0, _ERFC_P), -a2[0])
-    e = _exp_finite(s, _TAIL)
-    return t * fma(e, err - a2[1], e)
-
-
-def _erfc_abs(a: Vec, a2: tuple[Vec, Vec]) -> Vec:
-    """erfc(a) * 2**_TAIL for a in [0, 10.5] (NaN passes through)."""
-    return where(a < _ERF_SMALL, (1.0 - _erf_small(a)) * 2.0**_TAIL, _erfc_large(a, a2))
-
-
-def _limit(a: Vec, hi: float) -> Vec:
-    """min(a, hi), NaN kept."""
-    return where(a > hi, hi, a)
-
-
 @_op("erf")
 def erf(x: Vec) -> Vec:
-    a = _limit(fabs(x), 10.5)
-    small = a < _ERF_SMALL
-    large = 1.0 - _erfc_large(a, _square(a)) * _UNTAIL
-    return copysign(where(small, _erf_small(a), large), x)
+    return _odd_rational(x, _ERF_P, _ERF_Q, _ERF_ONE)
+
+
+def _scaled_square(y: Vec, scale: float) -> tuple[Vec, Vec]:
+    """hi + lo == scale * y*y exactly, for a power of two ``scale``."""
+    ys = y * scale
+    hi = y * ys
+    return hi, fma(y, ys, -hi)
+
+
+def _normal_tail(y: Vec, exponent: tuple[Vec, Vec], exp: Callable[[Vec], Vec]) -> Vec:
+    """Phi(-y) = e^(-y^2/2) * Mills(y) for y in [0, 15], given -y^2/2 = hi + lo exactly."""
+    hi, lo = exponent
+    e = exp(hi)
+    return fma(e, lo, e) * (poly(y, _MILLS_P) / poly(y, _MILLS_Q))
+
+
+def _exp_tail(x: Vec) -> Vec:
+    return _exp_finite(x, _TAIL)
+
+
+_ERFC_FAST = 9.0  # erfc(9) ~ 4e-37 is still normal
+_ERFC_ZERO = 10.5  # erfc rounds to 0 beyond
+
+
+def _erfc_tail(a: Vec, exp: Callable[[Vec], Vec]) -> Vec:
+    """erfc(a) = 2 Phi(-a√2) for a >= 0."""
+    return _normal_tail(a * math.sqrt(2.0), _scaled_square(a, -1.0), exp) * 2.0
 
 
 @_op("erfc")
 def erfc(x: Vec) -> Vec:
-    a = _limit(fabs(x), 10.5)
-    e = _erfc_abs(a, _square(a)) * _UNTAIL
-    return where(x < 0.0, 2.0 - e, e)
+    tail = _erfc_tail(_limit(fabs(x), _ERFC_FAST), _exp_fast)
+    fast = where(x < 0.0, 2.0 - tail, tail)
+    full = lambda: _erfc_tail(_limit(x, _ERFC_ZERO), _exp_tail) * _UNTAIL  # noqa: E731
+    return _fast_unless(~(x <= _ERFC_FAST), fast, full)
+
+
+_GELU_ERF_FAST = 10.0  # Phi(-10) ~ 8e-24 is far from denormals
+_GELU_ERF_ZERO = 15.0  # x * Phi(x) rounds to 0 below -15, and the gate to 1 above 15
 
 
 @_op("gelu_erf")
 def gelu_erf(x: Vec) -> Vec:
-    # Phi(x) = erfc(-x/√2)/2; a = |x|/√2 may be rounded, a^2 = x^2/2 must not be.
-    xc = _limit(fabs(x), 15.0)
-    hi, lo = _square(xc)
-    tail = _erfc_abs(xc * math.sqrt(0.5), (hi * 0.5, lo * 0.5)) * 0.5
-    tail = where(fabs(x) > 15.0, 0.0, tail)  # x * tail underflows; x might be huge
-    return _gated(x, where(x < 0.0, tail, fma(tail, -_UNTAIL, 1.0) * 2.0**_TAIL))
+    y = fabs(x)
+    tail = _normal_tail(y, _scaled_square(y, -0.5), _exp_fast)  # Phi(-|x|)
+    fast = x * where(x < 0.0, tail, 1.0 - tail)
+
+    def full() -> Vec:
+        y = _limit(fabs(x), _GELU_ERF_ZERO)
+        tail = _normal_tail(y, _scaled_square(y, -0.5), _exp_tail)
+        tail = where(fabs(x) > _GELU_ERF_ZERO, 0.0, tail)  # x * tail underflows; x might be huge
+        return _gated(x, where(x < 0.0, tail, fma(tail, -_UNTAIL, 1.0) * 2.0**_TAIL))
+
+    return _fast_unless(~(y <= _GELU_ERF_FAST), fast, full)
 
 
 # --------------------------------------------------------------------------------------------
@@ -556,19 +700,28 @@ def gelu_erf(x: Vec) -> Vec:
 # --------------------------------------------------------------------------------------------
 
 _SQRT_HALF_BITS = _f32_bits(math.sqrt(0.5))
+_MIN_NORMAL_BITS = 0x00800000
 
 
-def _log_decompose(x: Vec) -> tuple[Vec, Vec]:
-    """x = 2**e * (1 + f) with 1 + f in [√½, √2); f is exact. x > 0 finite (denormals too)."""
+def _is_normal_positive(x: Vec) -> Vec:
+    """x > 0 normal and finite (one unsigned compare of the bits)."""
+    return (x.bits() - _MIN_NORMAL_BITS).ult(_f32_bits(math.inf) - _MIN_NORMAL_BITS)
+
+
+def _log_split(x: Vec) -> tuple[Vec, Vec]:
+    """x = 2**e * (1 + f) with 1 + f in [√½, √2) and f exact, for x > 0 normal and finite."""
+    bits = x.bits() - _SQRT_HALF_BITS
+    return bits >> 23, ((bits & 0x7FFFFF) + _SQRT_HALF_BITS).as_float() - 1.0
+
+
+def _log_split_any(x: Vec) -> tuple[Vec, Vec]:
+    """``_log_split`` for x > 0 finite, denormals included."""
     tiny = x < 2.0**-126
-    bits = where(tiny, x * 2.0**23, x).bits() - _SQRT_HALF_BITS
-    e = (bits >> 23) + where(tiny, bits.const(-23), bits.const(0))
-    m = ((bits & 0x7FFFFF) + _SQRT_HALF_BITS).as_float()
-    return e, m - 1.0
+    e, f = _log_split(where(tiny, x * 2.0**23, x))
+    return e - where(tiny, e.const(23), 0), f
 
 
-def _log_finite(x: Vec) -> Vec:
-    e, f = _log_decompose(x)
+def _log_kernel(e: Vec, f: Vec) -> Vec:
     ef = e.to_float()
     tail = fma(ef, _LN2_LO, f * f * poly(f, _LOG1P_R))
     return fma(ef, _LN2_HI, f + tail)
@@ -580,21 +733,28 @@ def _log_special(x: Vec, result: Vec) -> Vec:
     return where(x > 0.0, where(x.eq(math.inf), math.inf, result), edge)
 
 
+def _log_plus(x: Vec, correction: Vec | float = 0.0) -> Vec:
+    """ln(x) + correction, the fast path for normal positive x."""
+    fast = _log_kernel(*_log_split(x)) + correction
+    full = lambda: _log_special(x, _log_kernel(*_log_split_any(x)) + correction)  # noqa: E731
+    return _fast_unless(~_is_normal_positive(x), fast, full)
+
+
 @_op("log")
 def log(x: Vec) -> Vec:
-    return _log_special(x, _log_finite(x))
+    return _log_plus(x)
 
 
 @_op("log1p")
 def log1p(x: Vec) -> Vec:
     u = x + 1.0
     correction = (x - (u - 1.0)) / u  # what rounding 1 + x lost
-    return _keep_zero(x, _log_special(u, _log_finite(u) + correction))
+    return _keep_zero(x, _log_plus(u, correction))
 
 
 def _log_double(x: Vec) -> Vec:
     """ln(x) in double precision for f32 x > 0 finite: 2 atanh(s), s = f/(2+f)."""
-    e, f = _log_decompose(x)
+    e, f = _log_split_any(x)
     fd = f.widen()
     s = fd / (fd + 2.0)
     return fma(e.to_float().widen(), _LN2, fma(s * s * s, poly(s * s, _ATANH_D), s * 2.0))
@@ -691,27 +851,6 @@ def _reduce_payne_hanek(xd: Vec) -> tuple[Vec, Vec]:
         lo = lo + err
     k = roundeven(hi)
     return k.to_int(), ((hi - k) + lo) * _PIO2
-
-
-def _branch_if_any(mask: Vec, compute: Callable[[], tuple[Vec, ...]], default: tuple[Vec, ...]):
-    """Per lane ``mask ? compute() : default``; ``compute`` only runs if some lane needs it."""
-    b = mask.b
-    entry = b.block
-    slow = b.append_basic_block("vmath.slow")
-    done = b.append_basic_block("vmath.done")
-    b.cbranch(_any(mask), slow, done).set_weights([1, 1000])
-    b.position_at_end(slow)
-    chosen = [where(mask, value, fallback) for value, fallback in zip(compute(), default)]
-    slow_end = b.block
-    b.branch(done)
-    b.position_at_end(done)
-    merged = []
-    for value, fallback in zip(chosen, default):
-        phi = b.phi(value.type)
-        phi.add_incoming(fallback.value, entry)
-        phi.add_incoming(value.value, slow_end)
-        merged.append(Vec(b, phi))
-    return tuple(merged)
 
 
 def _sin_cos(x: Vec) -> tuple[Vec, Vec]:
@@ -846,7 +985,7 @@ def leaky_relu(x: Vec, alpha: float = 0.01) -> Vec:
 
 @_op("elu")
 def elu(x: Vec, alpha: float = 1.0) -> Vec:
-    return where(x > 0.0, x, expm1(x) * alpha)
+    return where(x > 0.0, x, expm1(where(x > 0.0, 0.0, x)) * alpha)
 
 
 @_op("selu")
