@@ -1,18 +1,31 @@
-"""Vectorised f32 math emitted as straight-line LLVM IR (polynomials, bit tricks, no libm calls).
+"""Vectorised f32 math emitted as LLVM IR (polynomials, rationals, bit tricks, no libm calls).
 
-Fused elementwise kernels need exp/log/tanh/erf/... on ``<N x float>`` values. Calls to scalar
-libm would break vectorisation, so every function here is built from LLVM instructions and
-intrinsics that lower inline (fmuladd, sqrt, fabs, copysign, minnum/maxnum, roundeven, and a
-vector.reduce.or for one branch); the tests check that the assembly contains no call at all.
-NaN and ±inf follow numpy; no fast-math flags are used.
+Fused elementwise kernels need exp/log/tanh/erf/... on ``<N x float>`` values, fast enough that a
+kernel over a large tensor still runs at memory bandwidth. Calls to scalar libm would break
+vectorisation, so every function here is built from LLVM instructions and intrinsics that lower
+inline (fmuladd, sqrt, fabs, copysign, minnum/maxnum, roundeven, and vector.reduce.or for
+branches); the tests check that the assembly contains no call at all. NaN and ±inf follow numpy;
+no fast-math flags are used.
 
-Techniques: Cody–Waite range reduction with split constants, polynomial kernels evaluated by
-Horner with ``llvm.fmuladd`` (coefficients are near-minimax fits of our own, found by Lawson's
-iteratively reweighted least squares and rounded to f32), 2**k built from exponent bits, and
-``<N x double>`` arithmetic where an f32 argument needs more than 24 bits of precision (the
-exponent of exp in pow/gelu_tanh/erfc, reduction of sin/cos/tan modulo pi/2, which is exact for
-every float: |x| < 2**20 by Cody–Waite, larger |x| by Payne–Hanek on 24-bit chunks of 2/pi in a
-branch that only runs when a lane needs it).
+Fast and full paths: most ops evaluate a short straight-line f32 formula that is only valid where
+activations live (exp for |x| <= 87, sigmoid for x >= -87, gelu_tanh for x >= -3, ...) and ignores
+NaN, infinities, overflow and denormal results; ``_fast_unless`` then branches, on "some lane is
+outside" (one vector compare and test), to a full path that handles every float and replaces
+those lanes. Typical vectors never take the branch. Fast paths avoid ``<N x double>`` (half the
+lanes, plus conversions) and spend at most one division (about three FMAs of throughput).
+
+Techniques: Cody–Waite range reduction with split constants; e^x as 2**k * p(r), k = roundeven(x /
+ln2) read from the low bits of x/ln2 + 1.5 * 2**23 and shifted into the exponent field; polynomial
+and rational kernels evaluated by Horner with ``llvm.fmuladd`` (coefficients are near-minimax fits
+of our own, found by Lawson's iteratively reweighted least squares, linearised for rationals, and
+rounded to f32): tanh and erf as a * P(a^2)/Q(a^2) up to where they round to 1, the normal tail
+Phi(-y) = e^(-y^2/2) Mills(y) for erfc and gelu_erf with the Mills ratio a rational in y; exact
+products from FMA (y^2 = hi + lo for e^(-y^2/2), and gelu_tanh's exponent x*w, whose rounding the
+range reduction absorbs); ``<N x double>`` where an f32 argument needs more than 24 bits (log and
+exp in pow, gelu_tanh's full path, and the reduction of sin/cos/tan modulo pi/2, which is exact
+for every float: |x| < 2**20 by Cody–Waite, larger |x| by Payne–Hanek on 24-bit chunks of 2/pi in
+a branch that only runs when a lane needs it). The exact-product tricks assume hardware FMA,
+which every AVX2 or AVX-512 CPU has. bench/vmath_throughput.py measures the speed of every op.
 
 Ops are looked up by name in ``OPS``. An op is called ``op(builder, *vector_values, **params)``
 and returns an ``ir.Value``; inside this module ops are composed on ``Vec`` wrappers instead.
@@ -22,51 +35,52 @@ x = -inf, where the textbook formula x * gate(x) would give -inf * 0 = NaN.
 
 Measured accuracy against a float64 reference (tests/targets/llvm/test_vmath.py: 10**5 points per
 op, log-uniform magnitudes of both signs from the smallest denormal to FLT_MAX, dense samples of
-the interesting range, and edge values: ±0, denormals, overflow/underflow thresholds, ±inf, NaN).
-"max ulp" is in ulp of the f32-rounded reference (0: always the correctly rounded result);
-"max rel" is over normal results. The requirement is 4 ulp or 1e-6 relative at every point; no
-op needs an absolute tolerance, since results near zero crossings are relatively accurate too.
-The test fails if a measured maximum exceeds this table.
+the interesting range, and edge values: ±0, denormals, overflow/underflow thresholds, the
+thresholds between fast and full paths, ±inf, NaN). "max ulp" is in ulp of the f32-rounded
+reference (0: always the correctly rounded result); "max rel" is over normal results. The
+requirement is 4 ulp or 1e-6 relative at every point; no op needs an absolute tolerance, since
+results near zero crossings are relatively accurate too. The test fails if a measured maximum
+exceeds this table.
 
     op               max ulp   max rel         notes
-    exp              1.1       8.4e-08
-    expm1            1.4       1.0e-07
-    log              0.9       8.1e-08
-    log1p            1.7       1.3e-07
-    tanh             2.2       1.6e-07
-    sigmoid          2.4       1.7e-07
-    silu             2.8       2.1e-07
-    softplus         1.7       1.5e-07
-    mish             3.6       2.5e-07
-    erf              1.9       1.5e-07
-    erfc             4.6       2.8e-07         above 4 ulp only where the relative bound holds
-    gelu_erf         4.5       3.2e-07         above 4 ulp only where the relative bound holds
-    gelu_tanh        3.2       2.4e-07
-    pow              0.6       3.0e-08         double-precision log and exp
+    exp              2.0       1.6e-07
+    expm1            1.9       1.5e-07
+    log              1.2       9.8e-08
+    log1p            1.7       1.4e-07
+    tanh             4.6       2.8e-07         above 4 ulp only where the relative bound holds
+    sigmoid          2.7       2.2e-07
+    silu             3.1       2.3e-07
+    softplus         2.6       2.3e-07
+    mish             4.9       3.2e-07         above 4 ulp only where the relative bound holds
+    erf              5.5       3.3e-07         above 4 ulp only where the relative bound holds
+    erfc             6.2       4.4e-07         above 4 ulp only where the relative bound holds
+    gelu_erf         6.8       4.5e-07         above 4 ulp only where the relative bound holds
+    gelu_tanh        4.3       3.7e-07         above 4 ulp only where the relative bound holds
+    pow              0.6       5.3e-08         double-precision log and exp
     pow_static       11.3      8.0e-07         x**-8 = (1/x)**8: at most 15 roundings, < 9e-7 rel
     sqrt             0.0       0.0e+00
     reciprocal       0.0       0.0e+00
-    rsqrt            1.5       8.9e-08
-    sin              0.6       5.7e-08         exact reduction for every float
-    cos              0.6       5.5e-08         exact reduction for every float
-    tan              0.6       6.1e-08         exact reduction for every float
-    atan             1.9       1.4e-07
-    asin             2.3       2.5e-07
-    acos             1.1       1.1e-07
-    sinh             1.9       1.5e-07
-    cosh             1.5       1.4e-07
-    asinh            1.9       1.6e-07
-    acosh            2.2       1.6e-07
-    atanh            2.0       1.8e-07
+    rsqrt            1.5       9.0e-08
+    sin              1.5       1.2e-07         exact reduction for every float
+    cos              1.5       1.3e-07         exact reduction for every float
+    tan              3.3       2.2e-07         exact reduction for every float
+    atan             1.9       1.5e-07
+    asin             2.3       2.6e-07
+    acos             1.1       1.2e-07
+    sinh             1.9       1.6e-07
+    cosh             1.9       1.5e-07
+    asinh            2.0       1.6e-07
+    acosh            2.2       1.7e-07
+    atanh            2.1       1.9e-07
     abs              0.0       0.0e+00
     neg              0.0       0.0e+00
     relu             0.0       0.0e+00
     leaky_relu       0.0       0.0e+00
     elu              1.6       1.1e-07
-    selu             1.8       1.7e-07
+    selu             1.8       1.8e-07
     clip             0.0       0.0e+00
     hard_sigmoid     0.0       0.0e+00         relies on FMA contraction near alpha*x + beta = 0
-    hard_swish       1.5       1.0e-07
+    hard_swish       1.5       1.1e-07
     round_half_even  0.0       0.0e+00
     sign             0.0       0.0e+00
 """
@@ -221,6 +235,12 @@ def poly(x: Vec, coeffs: tuple[float, ...]) -> Vec:
     return acc
 
 
+def poly_even_odd(x: Vec, coeffs: tuple[float, ...]) -> Vec:
+    """``poly`` as two interleaved Horner chains in x**2: one more multiply, half the latency."""
+    x2 = x * x
+    return fma(poly(x2, coeffs[1::2]), x, poly(x2, coeffs[0::2]))
+
+
 def _any(mask: Vec) -> ir.Value:
     return _intrinsic("llvm.vector.reduce.or", mask, ret=ir.IntType(1)).value
 
@@ -252,8 +272,8 @@ def _branch_if_any(mask: Vec, compute: Callable[[], tuple[Vec, ...]], default: t
 
 
 def _fast_unless(slow: Vec, fast: Vec, full: Callable[[], Vec]) -> Vec:
-    """``fast``, except in the lanes of ``slow``, which take ``full()``: computed only when some lane
-    needs it, so a fast path need not care about NaN, infinities or extreme arguments."""
+    """``fast``, except in the lanes of ``slow``, which take ``full()``, computed only when some
+    lane needs it: a fast path need not care about NaN, infinities or extreme arguments."""
     return _branch_if_any(slow, lambda: (full(),), (fast,))[0]
 
 
@@ -375,10 +395,12 @@ _ATAN_P = (-0.33333316445350647, 0.19998471438884735, -0.14243531227111816,
            0.10593792796134949, -0.06078165024518967)  # (atan(r)-r)/r^3 in r^2, |r| <= tan(pi/8)
 _ASIN_P = (0.16666752099990845, 0.07495297491550446, 0.04547044634819031,
            0.0241791270673275, 0.042167022824287415)  # (asin(s)-s)/s^3 in s^2, s <= 1/2
-# Taylor series for double-precision kernels on |r| <= pi/4 and |r| <= ln2/2
-_SIN_D = tuple((-1) ** (i + 1) / math.factorial(2 * i + 3) for i in range(4))  # (sin r - r)/r^3
-_COS_D = tuple((-1) ** i / math.factorial(2 * i + 4) for i in range(5))  # (cos r - 1 + r^2/2)/r^4
-_EXP_D = tuple(1 / math.factorial(i) for i in range(10))  # e^r, truncation error < 1e-11
+_SIN_P = (-0.16666655242443085, 0.008332189172506332,
+          -0.00019518291810527444)  # (sin r - r)/r^3 in r^2, |r| <= pi/4
+_COS_P = (0.04166664555668831, -0.0013887309469282627,
+          2.4432327336398885e-05)  # (cos r - 1 + r^2/2)/r^4 in r^2, |r| <= pi/4
+# Taylor series for the double-precision kernels of pow
+_EXP_D = tuple(1 / math.factorial(i) for i in range(8))  # e^r, truncation error < 6e-9
 _ATANH_D = tuple(2.0 / (2 * i + 3) for i in range(6))  # (log1p(f) - 2s)/s^3 in s^2, s = f/(2+f)
 
 # --------------------------------------------------------------------------------------------
@@ -447,7 +469,7 @@ def _exp_kernel(k: Vec, r_hi: Vec) -> Vec:
 
 
 def _scale_fast(v: Vec | float, t: Vec) -> Vec:
-    """v * 2**k for the k held by t, by adding k to v's exponent field: the result must be normal."""
+    """v * 2**k for the k held by t, added to v's exponent bits (the result must be normal)."""
     v = v if isinstance(v, Vec) else t.const(v)
     return (v.bits() + (t.bits() << 23)).as_float()
 
@@ -477,7 +499,7 @@ def _exp_finite(x: Vec, log2_scale: int = 0) -> Vec:
 
 
 def _expm1_fast(x: Vec) -> Vec:
-    """e^x - 1 for x <= _EXP_FAST, NaN kept: 2**k * q + (2**k - 1) with q = e^r - 1, one rounding."""
+    """e^x - 1 for x <= _EXP_FAST, NaN kept: 2**k * q + (2**k - 1), q = e^r - 1, one rounding."""
     x = where(x < -_EXP_FAST, -_EXP_FAST, x)  # e^x - 1 rounds to -1 already
     k, t = _round_log2(x)
     r = fma(k, -_LN2_LO, fma(k, -_LN2_HI, x))
@@ -491,9 +513,15 @@ def _beyond_exp_fast(x: Vec) -> Vec:
     return ~(x <= _EXP_FAST)
 
 
+_EXP_ZERO = -104.0  # e^x rounds to 0 below: masked softmax logits (-1e4, -inf) stay fast
+
+
 @_op("exp")
 def exp(x: Vec) -> Vec:
-    return _fast_unless(~(fabs(x) <= _EXP_FAST), _exp_fast(x), lambda: _keep_nan(x, _exp_finite(x)))
+    zero = x < _EXP_ZERO
+    fast = where(zero, 0.0, _exp_fast(x))
+    slow = ~(fabs(x) <= _EXP_FAST) & ~zero
+    return _fast_unless(slow, fast, lambda: _keep_nan(x, _exp_finite(x)))
 
 
 @_op("expm1")
@@ -524,7 +552,7 @@ def _odd_rational(x: Vec, p: tuple[float, ...], q: tuple[float, ...], one: float
     """sign(x) * a P(a^2)/Q(a^2) for a = |x| <= one, sign(x) beyond (tanh, erf); NaN kept."""
     a = fabs(x)
     u = a * a
-    value = a * poly(u, p) / poly(u, q)  # NaN where u = inf, but replaced below
+    value = a * poly_even_odd(u, p) / poly(u, q)  # NaN where u = inf, but replaced below
     return copysign(where(a > one, 1.0, value), x)
 
 
@@ -566,16 +594,14 @@ def _gated(x: Vec, gate_scaled: Vec) -> Vec:
 
 @_op("sigmoid")
 def sigmoid(x: Vec) -> Vec:
-    fast = 1.0 / _one_plus_exp_minus(x)
-    full = lambda: _keep_nan(x, _logistic_scaled(x, None) * _UNTAIL)  # noqa: E731
-    return _fast_unless(_below_fast(x, -_EXP_FAST), fast, full)
+    return _fast_unless(_below_fast(x, -_EXP_FAST), 1.0 / _one_plus_exp_minus(x),
+                        lambda: _keep_nan(x, _logistic_scaled(x, None) * _UNTAIL))
 
 
 @_op("silu")
 def silu(x: Vec) -> Vec:
-    fast = x / _one_plus_exp_minus(x)
-    full = lambda: _gated(x, _logistic_scaled(x, None))  # noqa: E731
-    return _fast_unless(_below_fast(x, -_EXP_FAST), fast, full)
+    return _fast_unless(_below_fast(x, -_EXP_FAST), x / _one_plus_exp_minus(x),
+                        lambda: _gated(x, _logistic_scaled(x, None)))
 
 
 @_op("softplus")
@@ -607,7 +633,7 @@ def mish(x: Vec) -> Vec:
 _GELU_C1 = _f32(2 * math.sqrt(2 / math.pi))  # 0.5x(1 + tanh(u)) = x sigmoid(z), z = x(C1 + C3 x^2)
 _GELU_C1_LO = 2 * math.sqrt(2 / math.pi) - _GELU_C1
 _GELU_C3 = 2 * 0.044715 * math.sqrt(2 / math.pi)
-_GELU_TANH_FAST = -3.0  # below, e^-z needs z beyond what the fast path's corrections give
+_GELU_TANH_FAST = -3.0  # below, the rounding of x^2 would cost over 1e-7 in z
 _GELU_TANH_ONE = 9.0  # the gate rounds to 1 beyond
 
 
@@ -655,7 +681,7 @@ def _normal_tail(y: Vec, exponent: tuple[Vec, Vec], exp: Callable[[Vec], Vec]) -
     return fma(e, lo, e) * (poly(y, _MILLS_P) / poly(y, _MILLS_Q))
 
 
-def _exp_tail(x: Vec) -> Vec:
+def _exp_scaled(x: Vec) -> Vec:
     return _exp_finite(x, _TAIL)
 
 
@@ -671,9 +697,8 @@ def _erfc_tail(a: Vec, exp: Callable[[Vec], Vec]) -> Vec:
 @_op("erfc")
 def erfc(x: Vec) -> Vec:
     tail = _erfc_tail(_limit(fabs(x), _ERFC_FAST), _exp_fast)
-    fast = where(x < 0.0, 2.0 - tail, tail)
-    full = lambda: _erfc_tail(_limit(x, _ERFC_ZERO), _exp_tail) * _UNTAIL  # noqa: E731
-    return _fast_unless(~(x <= _ERFC_FAST), fast, full)
+    return _fast_unless(~(x <= _ERFC_FAST), where(x < 0.0, 2.0 - tail, tail),
+                        lambda: _erfc_tail(_limit(x, _ERFC_ZERO), _exp_scaled) * _UNTAIL)
 
 
 _GELU_ERF_FAST = 10.0  # Phi(-10) ~ 8e-24 is far from denormals
@@ -688,7 +713,7 @@ def gelu_erf(x: Vec) -> Vec:
 
     def full() -> Vec:
         y = _limit(fabs(x), _GELU_ERF_ZERO)
-        tail = _normal_tail(y, _scaled_square(y, -0.5), _exp_tail)
+        tail = _normal_tail(y, _scaled_square(y, -0.5), _exp_scaled)
         tail = where(fabs(x) > _GELU_ERF_ZERO, 0.0, tail)  # x * tail underflows; x might be huge
         return _gated(x, where(x < 0.0, tail, fma(tail, -_UNTAIL, 1.0) * 2.0**_TAIL))
 
@@ -733,11 +758,14 @@ def _log_special(x: Vec, result: Vec) -> Vec:
     return where(x > 0.0, where(x.eq(math.inf), math.inf, result), edge)
 
 
-def _log_plus(x: Vec, correction: Vec | float = 0.0) -> Vec:
-    """ln(x) + correction, the fast path for normal positive x."""
-    fast = _log_kernel(*_log_split(x)) + correction
-    full = lambda: _log_special(x, _log_kernel(*_log_split_any(x)) + correction)  # noqa: E731
-    return _fast_unless(~_is_normal_positive(x), fast, full)
+def _log_plus(x: Vec, correction: Vec | None = None) -> Vec:
+    """ln(x) + correction for every x, with a fast path for normal positive x."""
+    def plus(value: Vec) -> Vec:
+        return value if correction is None else value + correction
+
+    fast = plus(_log_kernel(*_log_split(x)))
+    return _fast_unless(~_is_normal_positive(x), fast,
+                        lambda: _log_special(x, plus(_log_kernel(*_log_split_any(x)))))
 
 
 @_op("log")
@@ -854,14 +882,16 @@ def _reduce_payne_hanek(xd: Vec) -> tuple[Vec, Vec]:
 
 
 def _sin_cos(x: Vec) -> tuple[Vec, Vec]:
-    """(sin x, cos x) in double for finite x; non-finite lanes give garbage."""
+    """(sin x, cos x) for finite x (non-finite lanes give garbage): the reduction is exact in
+    double, its remainder r (|r| <= pi/4) rounded to f32 keeps sin(r) relatively accurate."""
     xd, zero = x.widen(), x.widen().const(0.0)
     q, r = _reduce_cody_waite(where(fabs(x) < _CODY_WAITE_LIMIT, xd, zero))
     far = (fabs(x) >= _CODY_WAITE_LIMIT) & (fabs(x) < math.inf)
     q, r = _branch_if_any(far, lambda: _reduce_payne_hanek(where(far, xd, zero)), (q, r))
+    r = r.narrow()
     r2 = r * r
-    s = fma(r * r2, poly(r2, _SIN_D), r)
-    c = fma(r2 * r2, poly(r2, _COS_D), fma(r2, -0.5, 1.0))
+    s = fma(r * r2, poly(r2, _SIN_P), r)
+    c = fma(r2 * r2, poly(r2, _COS_P), fma(r2, -0.5, 1.0))
 
     def quadrant(q: Vec) -> Vec:  # [s, c, -s, -c][q mod 4]
         value = where((q & 1).ne(0), c, s)
@@ -871,7 +901,7 @@ def _sin_cos(x: Vec) -> tuple[Vec, Vec]:
 
 
 def _trig(x: Vec, value: Vec) -> Vec:
-    return where(fabs(x) < math.inf, value.narrow(), math.nan)
+    return where(fabs(x) < math.inf, value, math.nan)
 
 
 @_op("sin")

@@ -175,7 +175,8 @@ EDGES = np.array(
     [0.0, 1e-45, 1.1754942e-38, 1.1754944e-38, 1e-30, 1e-8, 0.5, 1.0, 2.0, 3.0, 9.1, 20.0,
      88.72283, 88.72284, 89.4159, 89.416, 87.33654, 87.33655, 103.97207, 103.97208, 104.0,
      math.pi / 2, math.pi, 3.92, 10.5, 2.0**12, 2.0**20, 2.0**24, 16367173 * 2.0**72,
-     1e30, FLT_MAX, math.inf],
+     1e30, FLT_MAX, math.inf,
+     8.0, 9.0, 10.0, 15.0, 87.0],  # where fast paths hand over to full ones
     dtype=np.float32,
 )
 EDGES = np.concatenate([EDGES, -EDGES, np.nextafter(EDGES, np.float32(0)), [np.nan]])
@@ -299,6 +300,18 @@ def test_accuracy(case: Case, width: int):
 @pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
 def test_single_lane_vectors(case: Case):
     check(case, 1, 5_000)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_typical_inputs(case: Case):
+    """Activation-like inputs: whole vectors take the fast paths (the samples above mostly mix
+    in lanes for the full ones), and now and then one lane does not."""
+    x = np.random.default_rng(1).standard_normal(16 * 256).astype(np.float32)
+    x[::1000] = [np.nan, -np.inf, 1e30, -100.0, 100.0]
+    got = run(16, case, x)
+    with np.errstate(all="ignore"):
+        err = errors(got, case.reference(x.astype(np.float64)))
+    assert not err.failing.any(), x[err.failing][:8]
 
 
 @pytest.mark.parametrize("width", [16, 8, 1])
