@@ -1,10 +1,13 @@
 """DecomposeReductions: reductions and normalisations over the innermost axis become `ReduceLast` plus
 elementwise ops, the op set the kernel generator handles.
 
-    Softmax(x)          m = max(x); e = exp(x - m); e / sum(e)              (max-subtracted: stable)
+    Softmax(x)          m = max(x); e = exp(x - m); e * (1 / sum(e))        (max-subtracted: stable)
     LogSoftmax(x)       d = x - m;  d - log(sum(exp(d)))
-    LayerNorm(x, g, b)  c = x - mean(x); c / sqrt(mean(c*c) + eps) * g + b  (two-pass variance: stable)
-    MVN(x)              c / (sqrt(mean(c*c)) + 1e-9), as ONNX defines it
+    LayerNorm(x, g, b)  c = x - mean(x); c * (1 / sqrt(mean(c*c) + eps)) * g + b  (two-pass variance)
+    MVN(x)              c * (1 / (sqrt(mean(c*c)) + 1e-9)), as ONNX defines it
+
+Per-row statistics are inverted once per row (1 / sum, 1 / std), so each element costs a multiply
+instead of a division (within one rounding of the divided form).
     ReduceSum/Mean/Max/Min/Prod, ReduceL1 (sum |x|), ReduceL2 (sqrt sum x*x), ReduceSumSquare,
     ReduceLogSum (log sum), ReduceLogSumExp (m + log sum exp(x - m))
 
@@ -52,7 +55,7 @@ class _Emit:
 
 def _softmax(e: _Emit, x: Value, out: Value) -> None:
     ex = e.op("Exp", e.op("Sub", x, e.reduce(x, "max")))
-    e.op("Div", ex, e.reduce(ex, "sum"), out=out)
+    e.op("Mul", ex, e.op("Reciprocal", e.reduce(ex, "sum")), out=out)
 
 
 def _log_softmax(e: _Emit, x: Value, out: Value) -> None:
@@ -65,7 +68,7 @@ def _normalize(e: _Emit, x: Value, eps: float, scale: Value | None, bias: Value 
     c = e.op("Sub", x, e.reduce(x, "mean"))
     var = e.reduce(e.op("Mul", c, c), "mean")
     std = e.op("Add", e.op("Sqrt", var), e.scalar(eps)) if eps_on_std else e.op("Sqrt", e.op("Add", var, e.scalar(eps)))
-    y = e.op("Div", c, std, out=out if scale is None and bias is None else None)
+    y = e.op("Mul", c, e.op("Reciprocal", std), out=out if scale is None and bias is None else None)
     if scale is not None:
         y = e.op("Mul", y, scale, out=out if bias is None else None)
     if bias is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
+from ..memory import update_loop_ports
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf"), "prod": 1.0}
 
@@ -36,4 +37,6 @@ class DecomposeReduce(LinearIRPass):
                                       loop_ids=outer, out_shape=out_shape, dtype=r.dtype,
                                       consumers=r.consumers(0))
             lir.remove(r)
+        for loop_id in lir.loop_manager.loops:
+            update_loop_ports(lir, loop_id)
         return bool(reductions)

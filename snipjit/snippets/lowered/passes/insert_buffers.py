@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
+from ..memory import update_loop_ports
 
 
 class InsertBuffers(LinearIRPass):
@@ -29,4 +30,6 @@ class InsertBuffers(LinearIRPass):
                 lir.insert_node("Buffer", [e.output_port(k)], end + 1, {"index": count}, loop_ids=(),
                                 out_shape=shape, dtype=e.dtype, consumers=crossing)
                 count += 1
+        for loop_id in lir.loop_manager.loops:
+            update_loop_ports(lir, loop_id)
         return count > 0
