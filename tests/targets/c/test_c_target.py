@@ -1,0 +1,537 @@
+"""The C target against the LLVM target and the reference kernels.
+
+Every compute op runs as a one-op computation (several of them share one body, each with its own output,
+so one gcc run covers many ops) on data with edge values (NaN, ±inf, ±0, denormals, huge and tiny
+magnitudes) plus values from the op's domain. Each output must match the op's NumPy reference within
+4 ulp or 1e-6 relative (reference in float64 rounded to f32, or in f32), and the LLVM target's output
+of the same body within twice that; ops computed exactly must agree bit for bit. Then the kernel's
+structure on both targets: tails, broadcasts on every axis (including the innermost), dynamic dims, the
+parallel domain split into sub-ranges, two-deep loop nests, bool masks, register spilling; reductions and
+normalisations through `snipjit.compile`; the disk cache; and the error when no C compiler exists.
+
+Every kernel run by `run` has guard elements after each output buffer, which must stay untouched.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import snipjit
+from snipjit import parse_graph
+from snipjit.ops.common import evaluate
+from snipjit.runtime import kernel_cache
+from snipjit.snippets.compiler import CompiledSnippet, compile_subgraph
+from snipjit.snippets.lowered.linear_ir import LinearIRError
+from snipjit.snippets.support import ELEMENTWISE_OPS
+from snipjit.targets import TargetError, get_target
+from snipjit.targets.c import compiler as c_compiler
+from snipjit.targets.c.emitters import COMPUTE
+
+try:
+    C = get_target("c")
+except TargetError as exc:   # pragma: no cover - only on machines without a C compiler
+    pytest.skip(str(exc), allow_module_level=True)
+LLVM = get_target("llvm")
+TARGETS = {"c": C, "llvm": LLVM}
+GUARD = 2 * C.vector_lanes
+SENTINEL = {np.dtype(np.float32): np.float32(-12345.5), np.dtype(np.bool_): np.True_}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def memory_only_kernel_cache():
+    """Compile kernels from this code, not from a disk cache another version of the compiler filled."""
+    saved = kernel_cache._cache
+    kernel_cache._cache = kernel_cache.KernelCache(None)
+    yield
+    kernel_cache._cache = saved
+
+
+# ---- compiling and running kernels ------------------------------------------------------------------------
+@dataclass
+class Kernel:
+    compiled: CompiledSnippet
+    out_dtypes: list[np.dtype]
+
+    def run(self, inputs: list[np.ndarray], master: tuple[int, ...],
+            ranges: list[tuple[int, int]] | None = None) -> list[np.ndarray]:
+        """Run on `inputs` (rank-aligned by leading 1s) for the run-time `master` shape over the parallel-domain
+        `ranges` (default: all of it). Outputs start as a sentinel and are followed by guard elements."""
+        cs, rank = self.compiled, len(master)
+        arrays = [np.ascontiguousarray(a.reshape((1,) * (rank - a.ndim) + a.shape)) for a in inputs]
+        buffers, outs = [], []
+        for compiled_shape, dt in zip(cs.output_shapes, self.out_dtypes):
+            shape = tuple(1 if d == 1 else n for d, n in zip(compiled_shape, master))
+            buf = np.full(int(np.prod(shape)) + GUARD, SENTINEL[dt], dt)
+            buffers.append(buf)
+            outs.append(buf[:buf.size - GUARD].reshape(shape))
+        ptrs = (ctypes.c_void_p * (len(arrays) + len(buffers)))(*[a.ctypes.data for a in arrays],
+                                                                 *[b.ctypes.data for b in buffers])
+        dims = (ctypes.c_int64 * rank)(*master)
+        scratch = np.zeros(max(1, cs.scratch_rows * master[-1]) + 16, np.float32)
+        for begin, end in ranges if ranges is not None else [(0, self.domain(master))]:
+            cs.kernel.fn(ptrs, dims, begin, end, scratch.ctypes.data)
+        for i, buf in enumerate(buffers):
+            assert np.all(buf[buf.size - GUARD:] == SENTINEL[buf.dtype]), f"output {i}: written past its end"
+        return outs
+
+    def domain(self, master: tuple[int, ...]) -> int:
+        return int(np.prod(master[:self.compiled.parallel_rank], dtype=np.int64))
+
+
+def compile_body(text: str, target="c", loop_depth: int = 1) -> Kernel:
+    graph = parse_graph(text)
+    target = TARGETS[target] if isinstance(target, str) else target
+    cs = compile_subgraph(graph, target, name="test_kernel", loop_depth=loop_depth)
+    return Kernel(cs, [np.dtype(v.type.dtype.np) for v in graph.outputs])
+
+
+def mismatches(got: np.ndarray, want: np.ndarray, ulp: float, rel: float) -> np.ndarray:
+    """Where `got` is not within `ulp` units in the last place or `rel` relative error of `want` (NaN must
+    match NaN, infinities must be exact)."""
+    if got.dtype == np.bool_:
+        return got != want
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        tol = np.maximum(rel * np.abs(w), ulp * np.spacing(np.abs(want)).astype(np.float64))
+        ok = (g == w) | (np.isnan(g) & np.isnan(w)) | (np.isfinite(g) & np.isfinite(w) & (np.abs(g - w) <= tol))
+    return ~ok
+
+
+def assert_close(got: np.ndarray, *wants: np.ndarray, ulp: float = 4.0, rel: float = 1e-6, what: str = "") -> None:
+    """Each element of `got` must be close (see `mismatches`) to that element of one of `wants`."""
+    for w in wants:
+        assert got.shape == w.shape and got.dtype == w.dtype, (what, got.shape, got.dtype, w.shape, w.dtype)
+    bad = np.logical_and.reduce([mismatches(got, w, ulp, rel) for w in wants])
+    if bad.any():
+        rows = "\n".join(f"  at {tuple(int(k) for k in i)}: got {got[tuple(i)]!r}, want " +
+                         " or ".join(repr(w[tuple(i)]) for w in wants) for i in np.argwhere(bad)[:8])
+        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} elements differ\n{rows}")
+
+
+def data(shape, seed=0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 2, shape).astype(np.float32)
+
+
+# ---- every compute op ----------------------------------------------------------------------------------------
+EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.0, 1e-30, -1e-30, 1e-40,
+                  -1e-40, 3e38, -3e38, 1e10, -1e10, 88.75, -88.75, 104.0, -104.0, 1e5, 3.1415927, 2.0 ** 21],
+                 dtype=np.float32)
+N = 24 * 24 + 13   # pairs of edge values, plus a vector tail
+
+
+def _column(rng, low: float | None = None, high: float | None = None, edges: np.ndarray = EDGES) -> np.ndarray:
+    """N values: the edges, magnitudes log-uniform over 1e-6 .. 1e6 of both signs, normal values near 0,
+    clipped into [low, high] when given (the op's domain)."""
+    n = N - len(edges)
+    values = np.concatenate([edges, 10.0 ** rng.uniform(-6, 6, n // 2) * rng.choice([-1.0, 1.0], n // 2),
+                             rng.normal(0, 4, n - n // 2)])
+    if low is not None:
+        values = np.concatenate([edges, rng.uniform(low, high, N - len(edges))])
+    return values.astype(np.float32)
+
+
+@functools.cache
+def _inputs() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    pool = EDGES[:24]   # all pairs of 24 edge values
+    pairs = np.array(list(itertools.product(pool, repeat=2)), np.float32)
+    tail = rng.normal(0, 3, (N - len(pairs), 2)).astype(np.float32)
+    a, b = np.concatenate([pairs, tail]).T
+    return {
+        "x": _column(rng), "a": a, "b": b, "c": rng.permutation(a),
+        "u": _column(rng, -1.0, 1.0, np.float32([1.0, -1.0, 0.0, -0.0, 0.999999, np.nan])),
+        "p": _column(rng, 1e-30, 1e30, np.float32([0.0, 1e-40, np.inf, 1.0, np.nan, -1.0])),
+        "g": _column(rng, 1.0, 1e6, np.float32([1.0, 1.0000001, np.inf, np.nan, 0.5])),
+        "f": _column(rng, edges=EDGES[EDGES != -np.inf]),   # gated activations: see vmath.h on -inf
+        "m": rng.random(N) < 0.5, "n": rng.random(N) < 0.5,
+        "l": np.array(-2.0, np.float32), "h": np.array(0.5, np.float32),   # Clip's bounds are scalars
+    }
+
+
+def _gelu_accurate(x, approximate="none"):
+    """Gelu without the cancellation of 1 + erf (1 + tanh) for negative x, where the registry's textbook
+    formula loses every digit even in float64."""
+    x = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if approximate == "tanh":
+            u = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+            return (x / (1 + np.exp(-2 * u))).astype(np.float32)
+        return (0.5 * x * np.vectorize(math.erfc, otypes=[float])(-x / math.sqrt(2))).astype(np.float32)
+
+
+def _hard_sigmoid_f32_attributes(x):
+    """With alpha and beta as the f32 values ONNX attributes are, rounded once: near alpha x + beta = 0 the
+    registry's float64 alpha (0.3, not 0.3f) and its f32 evaluation (two roundings) both differ."""
+    y = np.float64(np.float32(0.3)) * x.astype(np.float64) + np.float64(np.float32(0.4))
+    return np.clip(y, 0.0, 1.0).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class OpCase:
+    op: str
+    inputs: str                  # input names (see _inputs), one letter each
+    attrs: dict | None = None
+    ulp: float = 4.0
+    exact: bool = False          # correctly rounded or exact: C and LLVM agree bit for bit
+    oracle: object = None        # an accurate reference when the registry's formula is not
+
+    def node(self, out: str) -> str:
+        attrs = ""
+        if self.attrs:
+            attrs = " {" + ", ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v!r}"
+                                     for k, v in self.attrs.items()) + "}"
+        return f"[{out}] = {self.op}({', '.join(self.inputs)}){attrs}"
+
+
+EXACT = dict(exact=True, ulp=0.0)
+# Celu and Softsign compose functions with one more rounding (x/alpha, 1+|x|), so they get 2 ulp more.
+CASES = [
+    *(OpCase(op, "ab", **EXACT) for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu")),
+    OpCase("Pow", "ab"), OpCase("Max", "abc", **EXACT), OpCase("Min", "abc", **EXACT), OpCase("Sum", "abc", **EXACT),
+    OpCase("Max", "a", **EXACT), OpCase("Clip", "xlh", **EXACT), OpCase("Clip", "x", **EXACT),
+    *(OpCase(op, "x", **EXACT) for op in ("Neg", "Abs", "Reciprocal", "Sign", "Floor", "Ceil", "Round", "Relu",
+                                          "IsNaN")),
+    *(OpCase(op, "x") for op in ("Exp", "Erf", "Sin", "Cos", "Tan", "Atan", "Sinh", "Cosh", "Asinh", "Sigmoid",
+                                 "Tanh", "Softplus")),
+    OpCase("Sqrt", "p", **EXACT), OpCase("Log", "p"), OpCase("Asin", "u"), OpCase("Acos", "u"), OpCase("Atanh", "u"),
+    OpCase("Acosh", "g"), OpCase("HardSwish", "f"), OpCase("Mish", "f"),
+    OpCase("Gelu", "f", oracle=_gelu_accurate),
+    OpCase("Gelu", "f", {"approximate": "tanh"}, oracle=lambda x: _gelu_accurate(x, "tanh")),
+    OpCase("LeakyRelu", "x", {"alpha": 0.3}, **EXACT), OpCase("Elu", "x", {"alpha": 0.5}),
+    OpCase("Selu", "x", {"alpha": 2.0, "gamma": 0.5}), OpCase("Celu", "x", {"alpha": 2.5}, ulp=6),
+    OpCase("HardSigmoid", "x", {"alpha": 0.3, "beta": 0.4}, oracle=_hard_sigmoid_f32_attributes),
+    OpCase("ThresholdedRelu", "x", {"alpha": -0.5}, **EXACT),
+    *(OpCase("IsInf", "x", {"detect_negative": neg, "detect_positive": pos}, **EXACT)
+      for neg, pos in ((0, 1), (1, 0), (1, 1))),
+    OpCase("Softsign", "x", ulp=6),
+    *(OpCase(op, "ab", **EXACT) for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")),
+    OpCase("Not", "m", **EXACT), OpCase("And", "mn", **EXACT), OpCase("Or", "mn", **EXACT),
+    OpCase("Xor", "mn", **EXACT),
+    OpCase("Where", "mab", **EXACT), OpCase("Where", "mmn", **EXACT),
+]
+BATCHES = [CASES[i::3] for i in range(3)]   # three bodies, ~20 ops each
+
+
+def batch_text(cases: list[OpCase]) -> str:
+    inputs = _inputs()
+    used = sorted({name for case in cases for name in case.inputs})
+    params = ", ".join(f"{name}: {'bool' if inputs[name].dtype == np.bool_ else 'f32'}"
+                       f"[{','.join(map(str, inputs[name].shape))}]" for name in used)
+    outs = ", ".join(f"o{i}" for i in range(len(cases)))
+    body = "\n  ".join(case.node(f"o{i}") for i, case in enumerate(cases))
+    return f"graph({params}) -> [{outs}] {{\n  {body}\n}}"
+
+
+def run_batch(cases: list[OpCase], target: str) -> list[np.ndarray]:
+    inputs = _inputs()
+    used = sorted({name for case in cases for name in case.inputs})
+    return compile_body(batch_text(cases), target).run([inputs[name] for name in used], (N,))
+
+
+def reference(case: OpCase) -> list[np.ndarray]:
+    """The registry's reference on float64 copies rounded to f32, and on the f32 inputs."""
+    inputs = [_inputs()[name] for name in case.inputs]
+    if case.oracle is not None:
+        return [case.oracle(*inputs)]
+    wants = []
+    for wide in (True, False):
+        args = [a.astype(np.float64) if wide and a.dtype == np.float32 else a for a in inputs]
+        with np.errstate(all="ignore"):
+            out = evaluate(case.op, args, case.attrs)[0]
+            wants.append(out.astype(np.float32) if out.dtype == np.float64 else out)
+    return wants
+
+
+def test_every_supported_op_has_an_emitter_and_a_case_here():
+    assert ELEMENTWISE_OPS | {"PowerStatic"} == set(COMPUTE)
+    assert {case.op for case in CASES} == ELEMENTWISE_OPS
+
+
+@pytest.mark.parametrize("batch", range(len(BATCHES)))
+def test_ops_against_reference_and_llvm(batch: int):
+    cases = BATCHES[batch]
+    got_c, got_llvm = run_batch(cases, "c"), run_batch(cases, "llvm")
+    for case, c_out, llvm_out in zip(cases, got_c, got_llvm):
+        what = f"{case.op}({case.inputs}) {case.attrs or ''}"
+        if case.exact:
+            np.testing.assert_array_equal(c_out, llvm_out, err_msg=f"{what}: C and LLVM differ")
+        else:
+            assert_close(c_out, llvm_out, ulp=2 * case.ulp + 1, rel=2e-6, what=f"{what}: C vs LLVM")
+        assert_close(c_out, *reference(case), ulp=max(case.ulp, 0.5), what=f"{what}: C vs reference")
+
+
+@pytest.mark.parametrize("power", [2.0, 3.0, 0.5, -1.0, -2.0, 0.0, 1.5, 8.0, -0.5, 7.0])
+def test_pow_by_a_constant_becomes_power_static(power):
+    x = _inputs()["x"]
+    text = f"graph(x: f32[{N}]) -> [y] {{ const p: f32[] = {power!r}\n [y] = Pow(x, p) }}"
+    kernel = compile_body(text)
+    assert "PowerStatic" in kernel.compiled.linear_ir
+    got, = kernel.run([x], (N,))
+    want = [evaluate("Pow", [x.astype(np.float64), np.float64(power)])[0].astype(np.float32),
+            evaluate("Pow", [x, np.float32(power)])[0]]
+    assert_close(got, *want, what=f"x**{power}")
+    llvm, = compile_body(text, "llvm").run([x], (N,))
+    assert_close(got, llvm, ulp=16, what=f"x**{power}: C vs LLVM")   # LLVM multiplies in f32 (15 roundings)
+
+
+def test_ops_with_default_attributes():
+    """Attributes a node leaves out take the op's registered defaults (alpha of LeakyRelu is 0.01, ...)."""
+    cases = [OpCase(op, "x") for op in ("LeakyRelu", "Elu", "Selu", "HardSigmoid", "ThresholdedRelu", "IsInf",
+                                        "Celu", "Gelu")]
+    got = run_batch(cases, "c")
+    for case, out in zip(cases, got):
+        wants = reference(case) if case.op != "Gelu" else [_gelu_accurate(_inputs()["x"])]
+        finite = np.isfinite(_inputs()["x"]) | (case.op not in ("Gelu",))
+        assert_close(out[finite], *(w[finite] for w in wants), ulp=6, what=case.op)
+
+
+def test_equal_on_booleans_compares_masks():
+    """(The LLVM target compares the all-ones patterns as floats, NaN == NaN, and gets false for true == true.)"""
+    m, n = _inputs()["m"], _inputs()["n"]
+    got, = compile_body(f"graph(m: bool[{N}], n: bool[{N}]) -> [e] {{ [e] = Equal(m, n) }}").run([m, n], (N,))
+    np.testing.assert_array_equal(got, m == n)
+
+
+# ---- kernel structure -----------------------------------------------------------------------------------------
+CHAIN = "[a] = Mul(x, y)\n [b] = Relu(a)\n [c] = Sub(b, x)\n [m] = Greater(c, y)\n [z] = Where(m, c, y)"
+
+
+def chain_reference(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs (z, m) of CHAIN: exact f32 arithmetic, so kernels must match bit for bit."""
+    c = np.maximum(x * y, 0) - x
+    m = c > y
+    return np.where(m, c, y), m
+
+
+def chain_kernels(x_shape: str, y_shape: str, loop_depth: int = 1) -> list[Kernel]:
+    text = f"graph(x: f32{x_shape}, y: f32{y_shape}) -> [z, m] {{ {CHAIN} }}"
+    return [compile_body(text, t, loop_depth) for t in ("c", "llvm")]
+
+
+def check_chain(kernels: list[Kernel], x: np.ndarray, y: np.ndarray, ranges=None) -> None:
+    master = np.broadcast_shapes(x.shape, y.shape)
+    want_z, want_m = chain_reference(x, y)
+    for kernel in kernels:
+        z, m = kernel.run([x, y], master, ranges)
+        np.testing.assert_array_equal(m, want_m)
+        np.testing.assert_array_equal(z, want_z)
+
+
+def test_tails_dynamic_one_kernel_for_all_sizes():
+    kernels = chain_kernels("[?]", "[?]")
+    for n in (1, 15, 16, 17, 33, 100):
+        check_chain(kernels, data(n, n), data(n, n + 1))
+
+
+@pytest.mark.parametrize("y_shape", [(1, 5, 37), (4, 1, 37), (37,), (4, 5, 1), (1, 5, 1), ()], ids=str)
+def test_broadcast_on_each_axis(y_shape):
+    text = "[" + ",".join(map(str, y_shape)) + "]"
+    check_chain(chain_kernels("[4,5,37]", text), data((4, 5, 37), 1), data(y_shape, 2))
+
+
+def test_innermost_broadcast_of_a_computed_value():
+    # the size-1 value is computed (Relu of a one-element load), so no Load+BroadcastMove pair forms
+    text = "graph(x: f32[3,37], s: f32[3,1]) -> [z] {\n [t] = Relu(s)\n [z] = Add(x, t)\n}"
+    x, s = data((3, 37), 1), data((3, 1), 2)
+    for target in ("c", "llvm"):
+        z, = compile_body(text, target).run([x, s], (3, 37))
+        np.testing.assert_array_equal(z, x + np.maximum(s, 0))
+
+
+def test_dynamic_dims_with_broadcast_inputs_and_sub_ranges():
+    kernels = chain_kernels("[?,?,?]", "[1,?,?]")
+    for n0, n1, n2 in [(2, 3, 17), (4, 1, 33), (1, 1, 1), (3, 2, 5)]:
+        check_chain(kernels, data((n0, n1, n2), 1), data((1, n1, n2), 2))
+    x, y = data((4, 6, 37), 3), data((1, 6, 37), 4)
+    check_chain(kernels, x, y, ranges=[(0, 5), (5, 6), (6, 6), (6, 19), (19, 24)])
+
+
+@pytest.mark.parametrize("y_shape", [(4, 1, 37), (6, 37)], ids=str)
+def test_loop_depth_two(y_shape):
+    text = "[" + ",".join(map(str, y_shape)) + "]"
+    kernels = chain_kernels("[4,6,37]", text, loop_depth=2)
+    assert all(k.compiled.parallel_rank == 1 for k in kernels)
+    check_chain(kernels, data((4, 6, 37), 1), data(y_shape, 2), ranges=[(0, 1), (1, 4)])
+
+
+def test_bool_inputs_and_outputs_with_tails():
+    text = """graph(a: bool[?], b: bool[?], x: f32[?]) -> [n, w, c] {
+      [n] = Not(a)
+      [o] = Xor(n, b)
+      [w] = Where(o, x, x)
+      [c] = Less(w, x)
+    }"""
+    rng = np.random.default_rng(5)
+    kernels = [compile_body(text, t) for t in ("c", "llvm")]
+    for size in (1, 17, 33, 64):
+        a, b, x = rng.random(size) < 0.5, rng.random(size) < 0.5, data(size, size)
+        for kernel in kernels:
+            n, w, c = kernel.run([a, b, x], (size,))
+            np.testing.assert_array_equal(n, ~a)
+            np.testing.assert_array_equal(w, x)
+            np.testing.assert_array_equal(c, np.zeros(size, bool))
+
+
+class TinyC(type(C)):
+    """The C target with only three vector registers, to make the allocator spill loop values."""
+
+    @property
+    def registers(self) -> dict[str, int]:
+        return {"vec": 3, "gpr": 64}
+
+
+def test_register_spilling_of_loop_values():
+    kernel = compile_body("""graph(x: f32[?], y: f32[?]) -> [z] {
+      [a] = Exp(x)
+      [b] = Sin(y)
+      [c] = Cos(x)
+      [d] = Tanh(y)
+      [e] = Add(a, b)
+      [f] = Mul(c, d)
+      [z] = Sub(e, f)
+    }""", TinyC(compiler=C.compiler))
+    assert "Spill" in kernel.compiled.linear_ir
+    for n in (7, 50):
+        x, y = data(n, 1), data(n, 2)
+        got, = kernel.run([x, y], (n,))
+        x64, y64 = x.astype(np.float64), y.astype(np.float64)
+        want = ((np.exp(x64) + np.sin(y64)) - np.cos(x64) * np.tanh(y64)).astype(np.float32)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_register_spilling_of_scalars():
+    """More Scalars than registers: they are rematerialised where they are used, not spilled."""
+    kernel = compile_body("""graph(x: f32[?]) -> [z] {
+      const c0: f32[] = 1.5
+      const c1: f32[] = 2.5
+      [a] = Mul(x, c0)
+      [b] = Mul(x, c1)
+      [z] = Add(a, b)
+    }""", TinyC(compiler=C.compiler))
+    x = data(21, 5)
+    got, = kernel.run([x], (21,))
+    np.testing.assert_array_equal(got, x * np.float32(1.5) + x * np.float32(2.5))
+
+
+# ---- reductions and normalisations through the public API ---------------------------------------------------------
+def _compiled_pair(text: str):
+    graph = parse_graph(text)
+    compiled = {t: snipjit.compile(graph, target=t) for t in ("c", "llvm")}
+    for t, cm in compiled.items():
+        assert {s.kind for s in cm.plan} == {"snippet"}, (t, [s.kind for s in cm.plan])
+    return compiled, snipjit.compile(graph, implementations={"reference"})
+
+
+def _check_against_both(compiled, ref, feeds, what: str, rtol: float, atol: float):
+    """C against the reference and against LLVM; reductions and cancellations (x - mean, e^y + x) make the
+    error relative to the inputs' scale, hence an absolute part."""
+    want = ref.run(feeds)
+    got = {t: cm.run(feeds) for t, cm in compiled.items()}
+    for k, w in enumerate(want):
+        c, llvm = np.asarray(got["c"][k]), np.asarray(got["llvm"][k])
+        assert c.dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(c, w, rtol=rtol, atol=atol, err_msg=f"{what} output {k}: C vs reference")
+        np.testing.assert_allclose(c, llvm, rtol=rtol, atol=atol, err_msg=f"{what} output {k}: C vs LLVM")
+
+
+def test_softmax_layernorm_and_reductions_over_the_last_axis():
+    compiled, ref = _compiled_pair("""graph(x: f32[2,?,?], g: f32[?], b: f32[?]) -> [s, l, r0, r1, r2, t] {
+      const axes: i64[1] = [-1]
+      [s] = Softmax(x) {axis=-1}
+      [l] = LayerNormalization(x, g, b) {axis=-1, epsilon=1e-5}
+      [r0] = ReduceSum(x, axes)
+      [r1] = ReduceMax(x, axes)
+      [r2] = ReduceMean(x, axes)
+      [t] = LogSoftmax(x) {axis=-1}
+    }""")
+    rng = np.random.default_rng(11)
+    for rows, n in [(3, 1), (5, 16), (4, 37), (2, 128)]:
+        feeds = {"x": rng.normal(0, 3, (2, rows, n)).astype(np.float32),
+                 "g": rng.normal(1, 0.5, n).astype(np.float32), "b": rng.normal(0, 1, n).astype(np.float32)}
+        _check_against_both(compiled, ref, feeds, f"[2,{rows},{n}]", rtol=1e-5, atol=1e-5)
+
+
+def test_fused_elementwise_chain_with_several_outputs():
+    compiled, ref = _compiled_pair("""graph(x: f32[?,?], y: f32[?]) -> [z, w, k] {
+      [a] = Mul(x, y)
+      [e] = Exp(a)
+      [z] = Add(e, x)
+      [m] = Greater(z, y)
+      [w] = Where(m, z, y)
+      [k] = Not(m)
+    }""")
+    rng = np.random.default_rng(12)
+    for shape in [(1, 1), (3, 17), (8, 64), (5, 100)]:
+        feeds = {"x": rng.normal(0, 1, shape).astype(np.float32), "y": rng.normal(0, 1, shape[-1]).astype(np.float32)}
+        _check_against_both(compiled, ref, feeds, str(shape), rtol=2e-6, atol=1e-6)
+
+
+def test_a_mask_crossing_loop_nests():
+    compiled, ref = _compiled_pair("""graph(x: f32[3,?]) -> [z] {
+      const zero: f32[] = 0.0
+      [m] = Greater(x, zero)
+      [s] = Softmax(x) {axis=-1}
+      [z] = Where(m, s, x)
+    }""")
+    feeds = {"x": data((3, 40), 13)}
+    _check_against_both(compiled, ref, feeds, "mask through a Buffer", rtol=1e-6, atol=1e-7)
+
+
+# ---- the target itself ------------------------------------------------------------------------------------------
+def test_generated_source_is_readable_c_without_calls():
+    kernel = compile_body("graph(x: f32[?], y: f32[?]) -> [z] {\n [a] = Add(x, y)\n [z] = Erf(a)\n}")
+    source = kernel.compiled.kernel.source
+    assert "#define VM_LANES" in source and "vf v0" in source and "char *p0" in source
+    assert "/* Add#" in source and "/* Erf#" in source and "/* LoopBegin#" in source
+    asm = kernel.compiled.kernel.asm()
+    assert not [line for line in asm.splitlines() if line.strip().startswith("call")]
+
+
+def test_selected_by_option_and_environment(monkeypatch):
+    graph = parse_graph("graph(x: f32[?]) -> [y] { [y] = Sigmoid(x) }")
+    x = data(21, 3)
+    cm = snipjit.compile(graph, target="c")
+    assert cm.plan[0].kernel.compiled.kernel.source.startswith("/* snipjit kernel")
+    assert_close(np.asarray(cm.run({"x": x})[0]), 1 / (1 + np.exp(-x.astype(np.float64))).astype(np.float32))
+    monkeypatch.setenv("SNIPJIT_JIT", "c")
+    assert get_target().name == "c"
+
+
+def test_kernels_round_trip_through_the_disk_cache(tmp_path):
+    body = parse_graph("graph(x: f32[?]) -> [y] {\n [a] = Tanh(x)\n [y] = Mul(a, x)\n}")
+    key = kernel_cache.cache_key(body, C, {"loop_depth": 1})
+    compile_count = []
+
+    def compile_fn():
+        compile_count.append(1)
+        return compile_subgraph(body, C, name="kernel_" + key[:16])
+
+    first = kernel_cache.KernelCache(tmp_path).get_or_compile(key, C, compile_fn)
+    second_cache = kernel_cache.KernelCache(tmp_path)
+    second = second_cache.get_or_compile(key, C, compile_fn)
+    assert len(compile_count) == 1 and second_cache.hits["disk"] == 1
+    x = data(37, 4)
+    want, = Kernel(first, [np.dtype(np.float32)]).run([x], (37,))
+    got, = Kernel(second, [np.dtype(np.float32)]).run([x], (37,))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_missing_compiler_is_a_clear_error(monkeypatch):
+    import snipjit.targets as targets
+    monkeypatch.setattr(c_compiler.shutil, "which", lambda name: None)
+    with pytest.raises(TargetError, match=r"needs a C compiler.*gcc, cc.*PATH"):
+        type(C)()
+    monkeypatch.setattr(targets, "_make", targets._make.__wrapped__)   # no cached instance
+    with pytest.raises(TargetError, match="gcc"):
+        snipjit.compile(parse_graph("graph(x: f32[4]) -> [y] { [y] = Exp(x) }"), target="c")
+
+
+def test_compiler_errors_are_reported_with_the_compiler_output():
+    with pytest.raises(c_compiler.CompileError, match="error"):
+        C.compiler.compile("this is not C")
