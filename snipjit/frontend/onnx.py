@@ -231,7 +231,8 @@ class _Importer:
                  attrs: dict[str, Any], name: str, domain: str, site: _Site) -> list[Value]:
         """Check, create, type and append one node in registry form."""
         if not has_op(op, domain):
-            raise FrontendError(f"{site}: unsupported op {op}" + (f" (imported as {site.op})" if op != site.op else ""))
+            origin = site.via[-1] if site.via else site.op
+            raise FrontendError(f"{site}: unsupported op {op}" + (f" (imported as {origin})" if op != origin else ""))
         min_outputs = get_op(op, domain).outputs[0]
         while len(output_names) > min_outputs and not output_names[-1]:  # trailing omitted optional outputs
             output_names = output_names[:-1]

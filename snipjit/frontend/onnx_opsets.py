@@ -237,6 +237,23 @@ def pad_paddings_name(node: OnnxNode, b: Builder) -> OnnxNode:
     return node
 
 
+def grid_sample_mode_names(node: OnnxNode, b: Builder) -> OnnxNode:
+    """GridSample-16 calls its interpolation modes "bilinear" and "bicubic"; since 20 "linear" and
+    "cubic" (the default stays linear interpolation)."""
+    renamed = {"bilinear": "linear", "bicubic": "cubic"}
+    mode = node.attrs.get("mode")
+    if mode in renamed:
+        node.attrs["mode"] = renamed[mode]
+    return node
+
+
+def roi_align_output_half_pixel(node: OnnxNode, b: Builder) -> OnnxNode:
+    """RoiAlign-10 maps roi coordinates without the half-pixel shift, which RoiAlign-16 calls
+    coordinate_transformation_mode="output_half_pixel" (its default became "half_pixel")."""
+    node.attrs["coordinate_transformation_mode"] = "output_half_pixel"
+    return node
+
+
 _REDUCE_18 = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
               "ReduceMin", "ReduceProd", "ReduceSumSquare")
 _LEGACY_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less",
@@ -264,6 +281,8 @@ RULES: list[Rule] = [
     Rule(("Upsample",), 10, upsample_to_resize),  # must come before the Resize rule
     Rule(("Resize",), 11, asymmetric_resize),
     Rule(("Scatter",), 12, scatter_to_scatter_elements),
+    Rule(("GridSample",), 20, grid_sample_mode_names),
+    Rule(("RoiAlign",), 16, roi_align_output_half_pixel),
 ]
 
 

@@ -36,10 +36,13 @@ class LinearIR:
         master = broadcast_shapes(*(v.type.shape for v in body.values()))  # reduced dims included
         lir = LinearIR(master, vector_lanes)
         made: dict[int, ExpressionPort] = {}  # id(Value) -> output port producing it
+        layouts: dict[int, tuple] = {}        # id(Value) -> the layout Canonicalization recorded for it
         for i, v in enumerate(body.inputs):
             e = lir._append(Expression("Parameter", {"index": i, "name": v.name}, dtype=v.type.dtype.name))
             lir._add_output(e, v.type.shape)
             made[id(v)] = e.output_port(0)
+            if i < len(body.meta.get("layouts", ())):
+                layouts[id(v)] = e.out_descs[0].layout = tuple(body.meta["layouts"][i])
         for node in body.nodes:
             attrs = get_op(node.op, node.domain).resolve_attrs(node)   # defaults filled in for the emitters
             e = Expression(node.op, attrs, node=node, dtype=node.outputs[0].type.dtype.name)
@@ -50,6 +53,8 @@ class LinearIR:
                     raise LinearIRError(f"{node.label()}: input '{v.name}' is not a body input or node output "
                                         "(run ConvertConstantsToScalars first)")
                 lir._connect(made[id(v)], e, len(e.inputs), v.type.shape)
+                if id(v) in layouts:   # a Parameter's consumers read it in its recorded layout
+                    e.in_descs[-1].layout = layouts[id(v)]
             lir._append(e)
             for v in node.outputs:
                 made[id(v)] = lir._add_output(e, v.type.shape)

@@ -82,9 +82,10 @@ def _is_inf(ctx, ins, attrs):
 
 
 def _celu(ctx, ins, attrs):
-    b, x, alpha = ctx.builder, ins[0], const(ctx, attrs["alpha"])
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), as ONNX defines it (so -0 gives +0)."""
+    b, x, alpha, zero = ctx.builder, ins[0], const(ctx, attrs["alpha"]), const(ctx, 0.0)
     neg = b.fmul(alpha, vmath.emit(b, "expm1", b.fdiv(x, alpha)))
-    return b.select(b.fcmp_ordered(">", x, const(ctx, 0.0)), x, neg)
+    return b.fadd(intrinsic(ctx, "llvm.maximum", zero, x), intrinsic(ctx, "llvm.minimum", zero, neg))
 
 
 def _prelu(ctx, ins, attrs):
@@ -139,7 +140,7 @@ COMPUTE: dict[str, Callable[[KernelContext, Values, dict], ir.Value]] = {
     "HardSigmoid": vm("hard_sigmoid", alpha="alpha", beta="beta"), "HardSwish": vm("hard_swish"),
     "Celu": _celu, "PRelu": _prelu, "Clip": _clip, "Softsign": _softsign,
     "ThresholdedRelu": _thresholded_relu, "Gelu": _gelu,
-    "Equal": fcmp("=="), "Less": fcmp("<"), "LessOrEqual": fcmp("<="), "Greater": fcmp(">"),
+    "Less": fcmp("<"), "LessOrEqual": fcmp("<="), "Greater": fcmp(">"),
     "GreaterOrEqual": fcmp(">="),
     "And": logic("and_"), "Or": logic("or_"), "Xor": logic("xor"),
     "Not": lambda c, i, a: unmask(c, c.builder.not_(mask(c, i[0]))),
@@ -157,6 +158,18 @@ class ComputeEmitter(Emitter):
     def emit(self, ctx: KernelContext, expr) -> None:
         ins = [ctx.read(r) for r in expr.in_regs]
         ctx.write(expr.out_regs[0], self.fn(ctx, ins, expr.attrs))
+
+
+class EqualEmitter(Emitter):
+    """Equal compares floats, or bool masks by their bit patterns (an all-ones lane reads as NaN)."""
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        a, b = (ctx.read(r) for r in expr.in_regs)
+        if all(c.source.expr.dtype == "bool" for c in expr.inputs):
+            a, b = (ctx.builder.bitcast(v, ir.VectorType(I32, ctx.lanes)) for v in (a, b))
+            ctx.write(expr.out_regs[0], unmask(ctx, ctx.builder.icmp_signed("==", a, b)))
+        else:
+            ctx.write(expr.out_regs[0], unmask(ctx, ctx.builder.fcmp_ordered("==", a, b)))
 
 
 class NopEmitter(Emitter):

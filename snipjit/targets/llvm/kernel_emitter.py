@@ -216,7 +216,8 @@ class LLVMKernelEmitter:
                 if key[0] == "scratch":
                     index[key] = len(params) + len(results)
             ctx.checks = BoundsChecks(ctx, fn.args[5], fn.args[6], index)
-        preamble = [e for e in lir.expressions if e.op in ("Parameter", "Scalar") and not e.loop_ids]
+        preamble = [e for e in lir.expressions if e.op in ("Parameter", "Scalar") and not e.loop_ids
+                    and not e.attrs.get("rematerialized")]
         body = [e for e in lir.expressions if e not in preamble and e.op != "Result"]
         for e in preamble:
             e.emitter.emit(ctx, e)

@@ -4,8 +4,8 @@ from __future__ import annotations
 from ..target import Emitter, KernelFunction, TargetMachine
 from . import jit
 from .objects import compile_to_object, load_object
-from .emitters import (COMPUTE, AccumulateEmitter, BroadcastMoveEmitter, ComputeEmitter, FillEmitter,
-                       HorizonEmitter, LoadEmitter, NopEmitter, ReloadEmitter, ScalarEmitter, SpillEmitter,
+from .emitters import (COMPUTE, AccumulateEmitter, BroadcastMoveEmitter, ComputeEmitter, EqualEmitter,
+                       FillEmitter, HorizonEmitter, LoadEmitter, NopEmitter, ReloadEmitter, ScalarEmitter, SpillEmitter,
                        StoreEmitter)
 from .kernel_emitter import LLVMKernelEmitter
 from .loop_emitters import LoopBeginEmitter, LoopEndEmitter
@@ -17,7 +17,7 @@ _CONTROL: dict[str, Emitter] = {
     "Spill": SpillEmitter(), "Reload": ReloadEmitter(), "Buffer": NopEmitter(),
     "Fill": FillEmitter(), "Accumulate": AccumulateEmitter(), "Horizon": HorizonEmitter(),
 }
-_COMPUTE: dict[str, Emitter] = {op: ComputeEmitter(fn) for op, fn in COMPUTE.items()}
+_COMPUTE: dict[str, Emitter] = {**{op: ComputeEmitter(fn) for op, fn in COMPUTE.items()}, "Equal": EqualEmitter()}
 
 
 class LLVMTarget(TargetMachine):

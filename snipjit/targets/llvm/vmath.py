@@ -30,8 +30,8 @@ which every AVX2 or AVX-512 CPU has. bench/vmath_throughput.py measures the spee
 Ops are looked up by name in ``OPS``. An op is called ``op(builder, *vector_values, **params)``
 and returns an ``ir.Value``; inside this module ops are composed on ``Vec`` wrappers instead.
 
-The "gated" activations (silu, gelu_erf, gelu_tanh, mish, hard_swish) return the limit 0 at
-x = -inf, where the textbook formula x * gate(x) would give -inf * 0 = NaN.
+The "gated" activations (silu, gelu_erf, gelu_tanh, mish, hard_swish) return NaN at x = -inf, as
+their ONNX definition x * gate(x) does (-inf * 0), although the limit there is 0.
 
 Measured accuracy against a float64 reference (tests/targets/llvm/test_vmath.py: 10**5 points per
 op, log-uniform magnitudes of both signs from the smallest denormal to FLT_MAX, dense samples of
@@ -587,9 +587,9 @@ def _logistic_scaled(z_hi: Vec, z_lo: Vec | None) -> Vec:
 
 
 def _gated(x: Vec, gate_scaled: Vec) -> Vec:
-    """x * gate(x) given gate * 2**_TAIL, for gates that tend to 0 at -inf (limit 0 there)."""
+    """x * gate(x) given gate * 2**_TAIL, for gates that tend to 0 at -inf (NaN there, as -inf * 0)."""
     product = where(x < 0.0, x * gate_scaled * _UNTAIL, x * (gate_scaled * _UNTAIL))
-    return where(x.eq(-math.inf), -0.0, product)
+    return where(x.eq(-math.inf), math.nan, product)
 
 
 @_op("sigmoid")
@@ -1005,7 +1005,7 @@ def neg(x: Vec) -> Vec:
 
 @_op("relu")
 def relu(x: Vec) -> Vec:
-    return where(x < 0.0, 0.0, x)
+    return where(x <= 0.0, 0.0, x)   # max(x, 0): -0 gives +0, NaN stays NaN
 
 
 @_op("leaky_relu")

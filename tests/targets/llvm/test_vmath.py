@@ -80,7 +80,8 @@ def _sigmoid(x):
 
 
 def _gated(x, gate):
-    return np.where(x == -np.inf, -0.0, x * gate)
+    with np.errstate(invalid="ignore"):
+        return np.where(x == -np.inf, np.nan, x * gate)
 
 
 def _f32(value: float) -> float:

@@ -3,7 +3,8 @@
 Data values get "vec" registers; data pointers (Parameter/Result) and loop counters (LoopBegin) get
 "gpr" registers. A value's interval runs from its definition to its last use, extended to the end of
 any loop that uses it without defining it (the value must survive every iteration). Parameters and
-Scalars are set once, before the kernel's loop over its parallel domain, so they live to the end. Each expression's
+Scalars are set once, before the kernel's loop over its parallel domain, so they live to the end (a
+Scalar rematerialised by InsertRegSpills is made where it is used instead). Each expression's
 `live_regs` are the registers live across it. An accumulator (`inplace=k`) writes the register of its
 input k, whose interval then lasts until the accumulated value's last use. Intervals are kept in
 `lir.live_intervals`.
@@ -51,7 +52,7 @@ class InitLiveRanges(LinearIRPass):
                     j = lir.index(c.expr)
                     outer = [l for l in c.expr.loop_ids if l not in e.loop_ids]
                     end = max(end, j, *(loop_end_at.get(l, j) for l in outer))
-                if e.op in ("Parameter", "Scalar"):
+                if e.op == "Parameter" or (e.op == "Scalar" and not e.attrs.get("rematerialized")):
                     end = len(lir.expressions)   # set once before the parallel domain's loop: live in all of it
                 intervals[reg] = (intervals[reg][0] if reg in intervals else i, end)
         for i, e in enumerate(lir.expressions):

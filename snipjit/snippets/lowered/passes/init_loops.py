@@ -22,7 +22,9 @@ class InitLoops(LinearIRPass):
             for lp in info.ports:
                 shape = memory_shape(lp.port)
                 layout = lp.port.descriptor.layout
-                lp.data_size = _ITEMSIZE.get(memory_of(lp.port).dtype, 4)
+                mem = memory_of(lp.port)
+                # scratch Buffers hold every value as a 4-byte lane (bool masks included)
+                lp.data_size = 4 if mem.op == "Buffer" else _ITEMSIZE.get(mem.dtype, 4)
                 lp.is_incremented = shape[info.dim] != 1 and info.work_amount.value != 1
                 if lp.is_incremented:
                     lp.ptr_increment = stride(lir, shape, layout, info.dim)

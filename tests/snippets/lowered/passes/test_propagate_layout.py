@@ -34,9 +34,6 @@ def test_disagreeing_layouts_of_one_parameter_are_refused():
         PropagateLayout().run(lir)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the input layouts Canonicalization records in body.meta['layouts'] are never read: "
-                          "LinearIR.from_body gives every port a planar layout")
 def test_layouts_recorded_by_canonicalization_reach_the_parameters():
     body = parse_graph(BODY)
     Canonicalization([(0, 1), (1, 0)]).run(body)
