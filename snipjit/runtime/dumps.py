@@ -2,8 +2,9 @@
 
 With `snipjit.compile(model, dump_dir="out")` (or SNIPJIT_DUMP_DIR=out), each kernel gets a folder
 `out/<kernel>/` with `NN_<stage>_<pass>.txt` after every data-flow pass (the body graph), every
-control-flow and generator pass (the Linear IR debug print, plus `.json`, its serialization), and
-`kernel.ll` (the LLVM IR or C source) and `kernel.s` (assembly) when the target gives them.
+control-flow and generator pass (the Linear IR debug print, plus `.json`, its serialization), and the
+kernel source (`kernel.ll` from the LLVM target, `kernel.c` from the C target) and `kernel.s` (assembly)
+when the target gives them.
 """
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ class PassDumper:
         if isinstance(ir, LinearIR):
             stem.with_suffix(".json").write_text(ir.serialize() + "\n")
 
-    def kernel(self, kernel) -> None:
+    def kernel(self, kernel, target_name: str = "llvm") -> None:
         if kernel.source:
-            (self.folder / "kernel.ll").write_text(kernel.source)
+            suffix = {"llvm": ".ll", "c": ".c"}.get(target_name, ".txt")
+            (self.folder / f"kernel{suffix}").write_text(kernel.source)
         if kernel.asm is not None:
             (self.folder / "kernel.s").write_text(kernel.asm())

@@ -217,6 +217,8 @@ def compile_body(body, options: dict) -> CompiledSnippet:
     name = "kernel_" + key[:16]
     folder = dump_dir(options)
     checked = bool(options.get("checked"))
+    if checked and not target.supports_checked:
+        raise TargetError(f"checked mode needs the llvm target; target {target.name!r} cannot check accesses")
     extra = {"data_flow_passes": options.get("data_flow_passes", ()),
              "control_flow_passes": options.get("control_flow_passes", ())}
     try:
@@ -225,7 +227,7 @@ def compile_body(body, options: dict) -> CompiledSnippet:
             compiled = compile_subgraph(body, target, name=name, loop_depth=loop_depth, observer=dumper,
                                         checked=checked, **extra)
             if dumper is not None:
-                dumper.kernel(compiled.kernel)
+                dumper.kernel(compiled.kernel, target.name)
             return compiled
         return get_kernel_cache().get_or_compile(
             key, target, lambda: compile_subgraph(body, target, name=name, loop_depth=loop_depth))

@@ -43,6 +43,7 @@ class KernelFunction:
 
 class TargetMachine(ABC):
     name: str = ""
+    supports_checked: bool = False   # whether compile_kernel can emit checked kernels
 
     @property
     @abstractmethod

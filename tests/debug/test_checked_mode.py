@@ -31,7 +31,7 @@ def test_broken_increment_is_caught_with_the_expression_named(monkeypatch):
     real = impl.SnippetKernel._launch_checked
     monkeypatch.setattr(impl.SnippetKernel, "_launch_checked", lambda self, *a: launched.append(1) or real(self, *a))
     bad = [PositionedPass(PassPosition.after("InitLoops"), BreakPointerIncrement)]
-    cm = snipjit.compile(snipjit.parse_graph(GRAPH), checked=True, control_flow_passes=bad)
+    cm = snipjit.compile(snipjit.parse_graph(GRAPH), checked=True, control_flow_passes=bad, target="llvm")
     with pytest.raises(KernelBoundsError, match=r"Load#\d+ \('param', 0\) accessed input 0 at byte offset \d+, "
                                                 r"outside its 3200 bytes"):
         cm.run(feeds())
@@ -46,6 +46,18 @@ def test_correct_kernels_pass_the_checks_with_tails_broadcasts_and_reductions():
     for text in texts:
         g = snipjit.parse_graph(text)
         ins = {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in g.inputs}
-        got = snipjit.compile(g, checked=True).run(ins)[0]
+        got = snipjit.compile(g, checked=True, target="llvm").run(ins)[0]
         want = snipjit.compile(g, implementations={"reference"}).run(ins)[0]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_checked_mode_on_a_target_that_cannot_check_is_an_error():
+    from snipjit.targets import TargetError, get_target
+    if "c" not in __import__("snipjit.targets", fromlist=["TARGETS"]).TARGETS:
+        pytest.skip("no C target")
+    try:
+        get_target("c")
+    except TargetError:
+        pytest.skip("no C compiler here")
+    with pytest.raises(TargetError, match="checked mode needs the llvm target"):
+        snipjit.compile(snipjit.parse_graph(GRAPH), checked=True, target="c")

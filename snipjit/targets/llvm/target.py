@@ -22,6 +22,7 @@ _COMPUTE: dict[str, Emitter] = {**{op: ComputeEmitter(fn) for op, fn in COMPUTE.
 
 class LLVMTarget(TargetMachine):
     name = "llvm"
+    supports_checked = True
 
     def __init__(self, vector_lanes: int | None = None):
         self.host = jit.host()
