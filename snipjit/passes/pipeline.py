@@ -37,5 +37,16 @@ def default_pipeline(options: dict) -> list[GraphPass]:
                    GraphPass("SplitRuntimeConstants", split_runtime_constants_pass)]
     if options.get("fuse", True):
         passes += [GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
-                   GraphPass("TokenizeSnippets", tokenize_snippets)]
+                   GraphPass("TokenizeSnippets", lambda g, o: tokenize_snippets(g, with_register_budget(o)))]
     return passes
+
+
+def with_register_budget(options: dict) -> dict:
+    """The tokenizer's register budget: the target's vector registers unless given."""
+    if "vector_registers" in options:
+        return options
+    from ..targets import TargetError, get_target
+    try:
+        return {**options, "vector_registers": get_target(options.get("target")).registers["vec"]}
+    except TargetError:
+        return options

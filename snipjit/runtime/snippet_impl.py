@@ -104,7 +104,7 @@ class SnippetKernel(Kernel):
             return variant(arrays) if variant is not None else self.fallback(inputs)
         outs = [np.empty(tuple(1 if b else n for b, n in zip(bcast, master)), dt)
                  for bcast, dt in zip(self.out_broadcast, self.out_dtypes)]
-        if 0 not in master:
+        if any(o.size for o in outs):   # an empty reduced axis still fills its (non-empty) outputs
             self._launch(arrays, outs, master)
         return [o.reshape(o.shape[self.rank - r:]) for o, r in zip(outs, self.out_ranks)]
 
@@ -117,7 +117,7 @@ class SnippetKernel(Kernel):
                 variant.run_into(arrays, outputs)
             else:
                 super().run_into(inputs, outputs)
-        elif 0 not in master:
+        elif any(o.size for o in outputs):
             self._launch(arrays, outputs, master)
 
     def _launch(self, arrays: Sequence[np.ndarray], outs: Sequence[np.ndarray], master: tuple[int, ...]) -> None:
@@ -162,7 +162,7 @@ class SnippetKernel(Kernel):
             kernel = self.specialised(in_shapes)
         master = kernel.master_shape(in_shapes) if kernel is not None else None
         if master is None or 0 in master:
-            return None
+            return None   # unusual shapes take the general path
         return BoundLaunch(kernel, master, fixed, len(in_shapes) + n_outputs)
 
     def _scratchpad(self, nbytes: int) -> int | None:

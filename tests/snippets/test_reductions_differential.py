@@ -325,10 +325,6 @@ def test_threads_each_use_their_own_scratchpad():
         np.testing.assert_allclose(compiled.run(feeds)[0], reference.run(feeds)[0], rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="a reduction of a value broadcast along the innermost dim of a wider kernel: MarkLoops "
-                          "leaves the ReduceLast outside the loops and DecomposeReduce fails on its empty loop ids "
-                          "(tests/snippets/lowered/passes/test_reduction_loops.py)")
 def test_reduction_of_a_value_broadcast_along_the_innermost_dim():
     g = snipjit.parse_graph("""graph(x: f32[3,37], s: f32[3,1]) -> [z] {
       const ax: i64[1] = [-1]
@@ -340,10 +336,6 @@ def test_reduction_of_a_value_broadcast_along_the_innermost_dim():
     np.testing.assert_array_equal(compiled.run(feeds)[0], feeds["x"] + feeds["s"])
 
 
-@pytest.mark.xfail(strict=True, raises=snipjit.runtime.errors.KernelBoundsError,
-                   reason="in a kernel whose innermost dim is 1, a reduced output is stored with count=16 outside "
-                          "the loops (no tail mask): 16 floats into each 1-float row; unchecked kernels corrupt "
-                          "the heap (tests/snippets/lowered/passes/test_reduction_loops.py)")
 def test_a_reduced_output_of_a_kernel_with_innermost_dim_1():
     g = snipjit.parse_graph("""graph(x: f32[3,1]) -> [r] {
       const ax: i64[1] = [-1]
@@ -353,10 +345,6 @@ def test_a_reduced_output_of_a_kernel_with_innermost_dim_1():
     np.testing.assert_array_equal(snipjit.compile(g, checked=True).run({"x": x})[0], x)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="SnippetKernel.run_into (and bind) skip the launch when the master shape has a 0, but a "
-                          "reduction over an empty innermost axis has a non-empty output: it is left as it was "
-                          "(stale or uninitialized memory) instead of the identity")
 def test_reductions_over_an_empty_axis_give_their_identity():
     g = snipjit.parse_graph("""graph(x: f32[3,n]) -> [mx, mn] {
       const ax: i64[1] = [-1]

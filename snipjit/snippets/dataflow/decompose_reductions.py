@@ -9,7 +9,7 @@ elementwise ops, the op set the kernel generator handles.
 Per-row statistics are inverted once per row (1 / sum, 1 / std), so each element costs a multiply
 instead of a division (within one rounding of the divided form).
     ReduceSum/Mean/Max/Min/Prod, ReduceL1 (sum |x|), ReduceL2 (sqrt sum x*x), ReduceSumSquare,
-    ReduceLogSum (log sum), ReduceLogSumExp (m + log sum exp(x - m))
+    ReduceLogSum (log sum), ReduceLogSumExp (m + log sum exp(x - m), m finite)
 
 Only reductions of the last axis with kept dims reach a body (the tokenizer asks `support.py`).
 """
@@ -97,7 +97,10 @@ def _rename(e: _Emit, produced: Value, out: Value) -> None:
 
 
 def _log_sum_exp(e: _Emit, x: Value, out: Value) -> None:
+    """m + log(sum(exp(x - m))) with m the row maximum, or 0 where that is infinite (a row of -inf
+    gives -inf, a row holding +inf gives +inf, instead of inf - inf = NaN)."""
     m = e.reduce(x, "max")
+    m = e.op("Where", e.op("IsInf", m, detect_negative=1, detect_positive=1), e.scalar(0.0), m)
     e.op("Add", e.op("Log", e.reduce(e.op("Exp", e.op("Sub", x, m)), "sum")), m, out=out)
 
 

@@ -2,12 +2,12 @@
 
 Linear scan over the live intervals: a physical register is reused once the interval holding it has
 ended. If a class runs out, the values that would overflow are recorded in `lir.spill_candidates`
-(furthest end first) for InsertRegSpills, and nothing is assigned.
+(furthest end first) for InsertRegSpills, and nothing is assigned. Accumulators are never chosen.
 """
 from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
-from ..linear_ir import LinearIR
+from ..linear_ir import LinearIR, LinearIRError
 from ..port import Reg
 
 
@@ -30,7 +30,12 @@ class AssignRegisters(LinearIRPass):
                     active.remove(item)
                     free.append(item[2].index)
                 if not free:
-                    victim = max(active + [(end, reg, None)], key=lambda a: a[0])
+                    pinned = getattr(lir, "unspillable", set())
+                    options = [a for a in active + [(end, reg, None)] if a[1] not in pinned]
+                    if not options:
+                        raise LinearIRError(f"more accumulators are live at once than the {count} {kind} "
+                                            "registers can hold")
+                    victim = max(options, key=lambda a: a[0])
                     spills.append(victim[1])
                     if victim[1] is reg:
                         continue

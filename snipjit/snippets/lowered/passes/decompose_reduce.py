@@ -4,7 +4,8 @@
     Accumulate (in the loop: acc = acc op x, in place; tails only update their live lanes)
     Horizon (after the loop: combine the lanes, the result in every lane; mean divides by the count)
 
-so the reduction costs one vector op per loaded vector and one horizontal step per row.
+so the reduction costs one vector op per loaded vector and one horizontal step per row. A reduction of
+a value that is a single element along the innermost axis (no loop) is that element.
 """
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ class DecomposeReduce(LinearIRPass):
     def run(self, lir: LinearIR) -> bool:
         reductions = [e for e in lir.expressions if e.op == "ReduceLast"]
         for r in reductions:
+            if not r.loop_ids:   # its input is one element along the innermost axis: that is the result
+                for port in r.consumers(0):
+                    lir.reconnect(port, r.inputs[0].source)
+                lir.remove(r)
+                continue
             kind = r.attrs["kind"]
             nest = [i for i, e in enumerate(lir.expressions) if e.loop_ids == r.loop_ids]
             outer = r.loop_ids[:-1]

@@ -58,4 +58,6 @@ class InitLiveRanges(LinearIRPass):
         for i, e in enumerate(lir.expressions):
             e.live_regs = {r for r, (s, t) in intervals.items() if s < i < t}
         lir.live_intervals = intervals
+        # an accumulator lives in one register from its Fill to its last use: it cannot be spilled
+        lir.unspillable = {e.out_descs[0].reg for e in lir.expressions if e.op in ("Fill", "Accumulate")}
         return True

@@ -3,7 +3,7 @@
 Every consumer of a Parameter or Buffer gets its own `Load` right before it (inside the consumer's
 loops), and every Result or Buffer gets a `Store` right after the expression producing its value. A port
 that is size 1 along the innermost dim while the master is not (a broadcast input, a reduced output)
-moves one element (`count=1`); the others move full vectors. Loads and Stores name their memory
+moves one element (`count=1`), and so does any access outside loops; the others move full vectors. Loads and Stores name their memory
 (`buffer=("param"|"result"|"scratch", index)`) so the emitters find its data pointer even in loop copies.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ class InsertLoadStore(LinearIRPass):
     def run(self, lir: LinearIR) -> bool:
         changed = False
         for mem in [e for e in lir.expressions if e.op in _SOURCES]:
-            count = self.count(lir, mem.out_descs[0].shape)
             for consumer in mem.consumers(0):
+                count = self.count(lir, mem.out_descs[0].shape, consumer.expr.loop_ids)
                 if consumer.expr.op == "Result":
                     raise LinearIRError(f"body input '{mem.attrs['name']}' is also a body output")
                 load = lir.insert_node("Load", [mem.output_port(0)], lir.index(consumer.expr),
@@ -36,7 +36,7 @@ class InsertLoadStore(LinearIRPass):
             src = mem.inputs[0].source
             if src.expr.op in ("Parameter", "Scalar"):
                 raise LinearIRError(f"body output '{mem.attrs.get('name')}' is not computed by the kernel")
-            count = self.count(lir, src.descriptor.shape)
+            count = self.count(lir, src.descriptor.shape, src.expr.loop_ids)
             store = lir.insert_node("Store", [src], lir.index(src.expr) + 1,
                                     {"count": count, "buffer": (_SINKS[mem.op], mem.attrs["index"])},
                                     loop_ids=src.expr.loop_ids, consumers=[mem.input_port(0)], dtype=mem.dtype)
@@ -47,9 +47,12 @@ class InsertLoadStore(LinearIRPass):
         return changed
 
     @staticmethod
-    def count(lir: LinearIR, shape: tuple) -> int:
+    def count(lir: LinearIR, shape: tuple, loop_ids) -> int:
+        """One element outside loops (a per-row value: no loop gives a tail mask) or for a port that is
+        size 1 along the innermost dim; else a full vector."""
         inner_master = lir.master_shape[-1] if lir.master_shape else 1
-        return 1 if shape and shape[-1] == 1 and inner_master != 1 else lir.vector_lanes
+        one = not loop_ids or (shape and shape[-1] == 1 and inner_master != 1)
+        return 1 if one else lir.vector_lanes
 
 
 __all__ = ["InsertLoadStore"]
