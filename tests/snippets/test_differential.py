@@ -182,6 +182,8 @@ def random_graphs(draw, dynamic: bool = False) -> RandomGraph:
         else:
             exact = {"exact": all(a.exact for a in args), "approx": False, "gate": True, "guarded": False,
                      "where": all(a.exact for a in args[1:])}[spec.kind]
+            if op == "Div" and args[1].name.startswith("c"):
+                exact = False   # ConvertDivToMul: a product with the reciprocal, within one rounding
             out = Val(f"t{k}", "bool" if spec.out == "b" else "f32", broadcast(*(a.shape for a in args)), exact,
                       max(a.rank for a in args))
             attrs = " " + spec.attrs if spec.attrs and draw(st.booleans()) else ""   # else the defaults
