@@ -53,6 +53,15 @@ class Value:
         self.producer = producer
         self.data = data
 
+    def __getstate__(self):
+        # the producer link is restored by Graph.__setstate__: following it while pickling would recurse
+        # once per node of a long chain
+        return (self.name, self.type, self.data)
+
+    def __setstate__(self, state) -> None:
+        self.name, self.type, self.data = state
+        self.producer = None
+
     @staticmethod
     def constant(name: str, data) -> "Value":
         arr = np.asarray(data)
@@ -107,6 +116,12 @@ class Graph:
         self.nodes: list[Node] = list(nodes)
         self.name = name
         self.meta: dict[str, Any] = {}  # pass annotations, e.g. the input layouts canonicalization recorded
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for n in self.nodes:
+            for o in n.outputs:
+                o.producer = n
 
     # ---- queries ---------------------------------------------------------------------------------
     def values(self) -> Iterator[Value]:

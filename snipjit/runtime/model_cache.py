@@ -88,5 +88,8 @@ def store(key: str, entry: dict) -> None:
         with os.fdopen(fd, "wb") as f:
             pickle.dump({**entry, "key": key}, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        pass   # a read-only disk or an unpicklable graph only costs the cache
+    except Exception:   # noqa: BLE001 - a read-only disk or an unpicklable graph only costs the cache
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass

@@ -85,3 +85,23 @@ def test_graphs_and_unkeyable_options_are_not_cached(tmp_path):
     assert model_cache.model_key(g, {}) is None
     assert model_cache.model_key(b"bytes", {"constant_inputs": {"w": np.zeros(2)}}) is None
     assert model_cache.model_key(b"bytes", {"fuse": False}) != model_cache.model_key(b"bytes", {})
+
+
+def test_a_long_chain_pickles_and_keeps_its_producers(tmp_path, cache_dir):
+    import pickle
+    b = snipjit.GraphBuilder()
+    v = b.input("x", "f32", [4])
+    for _ in range(3000):   # deeper than Python's recursion limit if producers were followed
+        v = b.Neg(v)
+    b.output(v, "y")
+    g = pickle.loads(pickle.dumps(b.build()))
+    assert all(o.producer is n for n in g.nodes for o in n.outputs)
+    g.validate()
+
+
+def test_a_failing_cache_write_does_not_fail_the_compile(tmp_path, cache_dir, monkeypatch):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    monkeypatch.setattr(model_cache.pickle, "dump", lambda *a, **k: (_ for _ in ()).throw(RecursionError("deep")))
+    assert snipjit.compile(path).run({"x": np.ones((4, 8), np.float32)})[0][0, 0] == 2.0
+    assert not list((cache_dir / "models").glob("*"))
