@@ -366,17 +366,26 @@ def _pool(ctx: OpContext, x: np.ndarray, kind: str, win: Window, *, include_pad:
     p = _place(ctx, win, x.shape[2:])
     dt = compute_dtype(x.dtype)
     xc = x.astype(dt, copy=False)
-    axes = tuple(range(2 + win.rank, 2 + 2 * win.rank))
     if kind == "max":
         view = _windows(xc, win, p, _lowest(dt))
         indices = None if storage_order is None else _max_indices(x, win, p, view, storage_order == 1)
-        return view.max(axis=axes).astype(x.dtype, copy=False), indices
+        return _over_taps(view, win.rank, np.maximum).astype(x.dtype, copy=False), indices
     view = _windows(xc, win, p, 0)
     if kind == "avg":
-        y = view.sum(axis=axes) / _tap_counts(win, p, x.shape[2:], include_pad)
+        y = _over_taps(view, win.rank, np.add) / _tap_counts(win, p, x.shape[2:], include_pad)
     else:
-        y = (np.abs(view) ** order).sum(axis=axes) ** (1.0 / order)
+        y = _over_taps(np.abs(view) ** order, win.rank, np.add) ** (1.0 / order)
     return y.astype(x.dtype), None
+
+
+def _over_taps(view: np.ndarray, rank: int, ufunc) -> np.ndarray:
+    """Combine a window view [..., *kernel] over its kernel taps, one whole-output pass per tap (a
+    reduction over the small trailing axes of a strided view is many times slower)."""
+    taps = list(np.ndindex(*view.shape[-rank:]))
+    out = np.array(view[(Ellipsis,) + taps[0]])
+    for tap in taps[1:]:
+        ufunc(out, view[(Ellipsis,) + tap], out=out)
+    return out
 
 
 def _local_window(ctx: OpContext) -> Window:

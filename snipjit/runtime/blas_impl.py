@@ -95,7 +95,9 @@ class BlasKernel(Kernel):
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         n, c = x.shape[:2]
-        if self._is_pointwise(w):
+        if self._is_pointwise(w) and n == 1:
+            parallel_matmul(w.reshape(w.shape[0], c), x.reshape(c, -1), y.reshape(w.shape[0], -1))
+        elif self._is_pointwise(w):
             parallel_matmul(w.reshape(w.shape[0], c), x.reshape(n, c, -1), y.reshape(n, w.shape[0], -1))
         else:
             ctx = self.reference.ctx
@@ -142,6 +144,9 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
             a2 = a.reshape(-1, k)
             pool.parallel_for(lambda lo, hi: np.matmul(a2[lo:hi], b, out=o2[lo:hi]), a2.shape[0])
             return
+    if a.ndim == 2 and m >= pool.threads:   # shared weights times a batch: rows of the weights
+        pool.parallel_for(lambda lo, hi: np.matmul(a[lo:hi], b, out=out[..., lo:hi, :]), m)
+        return
     np.matmul(a, b, out=out)
 
 
