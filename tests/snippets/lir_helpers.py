@@ -125,3 +125,10 @@ def port_of(info, expr, kind: str = "in", index: int = 0):
         if lp.port.expr is expr and lp.port.type == kind and lp.port.index == index:
             return lp
     raise AssertionError(f"{expr.name}.{kind}{index} is not a port of the loop")
+
+
+def checked_if_possible() -> dict:
+    """Compile options that bounds-check every kernel access, on targets that can (the LLVM target; the C
+    target, selected with SNIPJIT_JIT=c, runs the same tests unchecked)."""
+    from snipjit.targets import get_target
+    return {"checked": True} if get_target().supports_checked else {}

@@ -34,6 +34,7 @@ import snipjit.runtime.errors
 from snipjit.ops.registry import get_op
 from snipjit.runtime import kernel_cache
 from snipjit.snippets.support import NORMALIZATION_OPS, REDUCE_OPS
+from lir_helpers import checked_if_possible
 
 REDUCTIONS = ("Softmax", "LogSoftmax", "LayerNormalization", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
 UNARY = ("Neg", "Abs", "Relu", "Tanh", "Sigmoid")
@@ -206,7 +207,7 @@ def models(graph: RandomGraph) -> Models:
         while len(_compiled) >= 4:
             _compiled.pop(next(iter(_compiled)))
         g = snipjit.parse_graph(graph.text)
-        _compiled[graph.text] = Models(snipjit.compile(g, checked=True),
+        _compiled[graph.text] = Models(snipjit.compile(g, **checked_if_possible()),
                                        snipjit.compile(g, implementations={"reference"}),
                                        snipjit.parse_graph(graph.text.replace("f32", "f64")))
     return _compiled[graph.text]
@@ -296,7 +297,7 @@ def test_every_supported_reduction_is_fused_and_matches(op):
       const ax: i64[1] = [-1]
       [z] = {call_of(op)}
     }}""")
-    compiled = snipjit.compile(g, checked=True)
+    compiled = snipjit.compile(g, **checked_if_possible())
     assert [(s.kind, s.ops) for s in compiled.plan] == [("snippet", [op])]
     reference = snipjit.compile(g, implementations={"reference"})
     rng = np.random.default_rng(0)
@@ -342,7 +343,7 @@ def test_a_reduced_output_of_a_kernel_with_innermost_dim_1():
       [r] = ReduceSum(x, ax)
     }""")
     x = np.arange(3, dtype=np.float32).reshape(3, 1)
-    np.testing.assert_array_equal(snipjit.compile(g, checked=True).run({"x": x})[0], x)
+    np.testing.assert_array_equal(snipjit.compile(g, **checked_if_possible()).run({"x": x})[0], x)
 
 
 def test_reductions_over_an_empty_axis_give_their_identity():

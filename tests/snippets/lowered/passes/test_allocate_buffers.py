@@ -19,6 +19,7 @@ from snipjit.snippets.lowered.passes.allocate_buffers import AllocateBuffers
 from snipjit.snippets.lowered.passes.define_buffer_clusters import DefineBufferClusters, buffer_accesses
 from snipjit.snippets.lowered.passes.set_buffer_reg_group import SetBufferRegGroup, colour
 from snipjit.snippets.lowered.passes.solve_buffer_memory import SolveBufferMemory
+from lir_helpers import checked_if_possible
 
 BEFORE = "LoadMoveBroadcastToBroadcastLoad"   # the pass before AllocateBuffers
 
@@ -173,7 +174,7 @@ def memory_only_kernel_cache():
                          ids=["in_place", "read_again", "store_before_read", "chain"])
 def test_the_allocations_compute_what_the_reference_does(text, memory_only_kernel_cache):
     graph = snipjit.parse_graph(text)
-    compiled = snipjit.compile(graph, checked=True)
+    compiled = snipjit.compile(graph, **checked_if_possible())
     assert [s.kind for s in compiled.plan] == ["snippet"]
     reference = snipjit.compile(graph, implementations={"reference"})
     rng = np.random.default_rng(1)

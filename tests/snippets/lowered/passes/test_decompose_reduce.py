@@ -10,6 +10,7 @@ from lir_helpers import find, layout, lowered, one, port_of
 from snipjit.runtime import kernel_cache
 from snipjit.snippets.lowered.passes.decompose_reduce import DecomposeReduce
 from snipjit.snippets.symbolic import Sym
+from lir_helpers import checked_if_possible
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -88,7 +89,7 @@ def compiled_reduction(kind: str):
       const axes: i64[1] = [-1]
       [z] = Reduce{kind.capitalize()}(x, axes)
     }}"""
-    return snipjit.compile(snipjit.parse_graph(text), checked=True)
+    return snipjit.compile(snipjit.parse_graph(text), **checked_if_possible())
 
 
 SIZES = (1, 15, 16, 17, 31, 33, 300)
