@@ -21,34 +21,14 @@ from ..ir.shape import Shape, shape_str
 from ._indexing import dim_affine, dim_prod, ints, norm_axis, require_rank, same_dim, scalar_of, static_length, tensor
 from .common import FLOATS, NUMERIC, axis_of, check_dtypes, compute_dtype, one_of, upcast
 from .nn import Window, _place, _window
-from .reduce import _infer_cumsum
+from .reduce import cumulative, infer_cumulative
 from .registry import REQUIRED, Category, OpContext, register
 
 H, M, R = Category.HEAVY, Category.MOVEMENT, Category.REDUCTION
 
 
 # ---- CumProd -----------------------------------------------------------------------------------------------
-def cumulative(ctx: OpContext, x: np.ndarray, axis: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
-    """`ufunc.accumulate` of x along the scalar `axis` input, with the CumSum/CumProd attributes:
-    `exclusive` leaves out each element itself (the first result is the ufunc's identity), `reverse`
-    accumulates from the end."""
-    if axis.size != 1:
-        raise ctx.fail(f"axis must be a scalar, got shape {shape_str(axis.shape)}")
-    ax = axis_of(ctx, axis.reshape(-1)[0], x.ndim)
-    y = x.astype(compute_dtype(x.dtype), copy=False)
-    if ctx.attrs["reverse"]:
-        y = np.flip(y, ax)
-    if ctx.attrs["exclusive"]:  # shift by one along the axis, the identity first
-        lead = (slice(None),) * ax
-        first = np.full_like(y[lead + (slice(0, 1),)], ufunc.identity)
-        y = np.concatenate([first, y[lead + (slice(0, -1),)]], axis=ax)
-    y = ufunc.accumulate(y, axis=ax, dtype=y.dtype)
-    if ctx.attrs["reverse"]:
-        y = np.flip(y, ax)
-    return y.astype(x.dtype)
-
-
-@register("CumProd", R, infer=_infer_cumsum, inputs=2, attrs={"exclusive": 0, "reverse": 0})
+@register("CumProd", R, infer=infer_cumulative, inputs=2, attrs={"exclusive": 0, "reverse": 0})
 def cumprod(ctx: OpContext, x, axis):
     """Running products of x along axis; `exclusive` leaves out each element itself, `reverse`
     multiplies from the end."""
@@ -799,4 +779,4 @@ def linear_attention(ctx: OpContext, query, key, value, past_state=None, decay=N
     return output, state.astype(query.dtype if past_state is None else past_state.dtype)
 
 
-__all__ = ["Sampling", "cumulative", "reflect", "sample"]
+__all__ = ["Sampling", "reflect", "sample"]

@@ -171,7 +171,7 @@ for _name, _find, _what in (("ArgMax", np.argmax, "maximum"), ("ArgMin", np.argm
 
 
 # ---- CumSum --------------------------------------------------------------------------------------
-def _infer_cumsum(ctx: OpContext) -> list[TensorType]:
+def infer_cumulative(ctx: OpContext) -> list[TensorType]:
     check_dtypes(ctx, _REDUCE_DTYPES, [0])
     check_dtypes(ctx, {i32, i64}, [1])
     x, axis_type = ctx.in_types
@@ -182,20 +182,28 @@ def _infer_cumsum(ctx: OpContext) -> list[TensorType]:
     return [x]
 
 
-@register("CumSum", Category.REDUCTION, infer=_infer_cumsum, inputs=2, attrs={"exclusive": 0, "reverse": 0})
-def cumsum(ctx: OpContext, x, axis):
-    """Running sums of x along axis; `exclusive` leaves out each element itself, `reverse` sums from
-    the end."""
+def cumulative(ctx: OpContext, x: np.ndarray, axis: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+    """`ufunc.accumulate` of x along the scalar `axis` input, with the CumSum/CumProd attributes:
+    `exclusive` leaves out each element itself (the first result is the ufunc's identity), `reverse`
+    accumulates from the end."""
     if axis.size != 1:
         raise ctx.fail(f"axis must be a scalar, got shape {shape_str(axis.shape)}")
     ax = axis_of(ctx, axis.reshape(-1)[0], x.ndim)
     y = x.astype(compute_dtype(x.dtype), copy=False)
     if ctx.attrs["reverse"]:
         y = np.flip(y, ax)
-    if ctx.attrs["exclusive"]:  # shift by one along the axis, a zero first
+    if ctx.attrs["exclusive"]:  # shift by one along the axis, the identity first
         lead = (slice(None),) * ax
-        y = np.concatenate([np.zeros_like(y[lead + (slice(0, 1),)]), y[lead + (slice(0, -1),)]], axis=ax)
-    y = np.cumsum(y, axis=ax, dtype=y.dtype)
+        first = np.full_like(y[lead + (slice(0, 1),)], ufunc.identity)
+        y = np.concatenate([first, y[lead + (slice(0, -1),)]], axis=ax)
+    y = ufunc.accumulate(y, axis=ax, dtype=y.dtype)
     if ctx.attrs["reverse"]:
         y = np.flip(y, ax)
     return y.astype(x.dtype)
+
+
+@register("CumSum", Category.REDUCTION, infer=infer_cumulative, inputs=2, attrs={"exclusive": 0, "reverse": 0})
+def cumsum(ctx: OpContext, x, axis):
+    """Running sums of x along axis; `exclusive` leaves out each element itself, `reverse` sums from
+    the end."""
+    return cumulative(ctx, x, axis, np.add)

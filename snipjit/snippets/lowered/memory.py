@@ -64,3 +64,20 @@ def update_loop_ports(lir: LinearIR, loop_id: int) -> None:
             if memory_of(e.output_port(i)) is not None:
                 exits.append(old.get((id(e), "out", i)) or LoopPort(e.output_port(i)))
     info.entry_points, info.exit_points = entries, exits
+
+
+def kernel_buffers(lir: LinearIR) -> dict[tuple, tuple]:
+    """Every memory a kernel addresses, by the key its Loads/Stores name: ("param", i) and
+    ("result", i) with their data pointer register and dtype, and ("scratch", group) for each Buffer
+    register group (scratch rows hold 4-byte lanes)."""
+    from .port import Reg
+    out: dict[tuple, tuple] = {}
+    for i, p in enumerate(lir.parameters()):
+        out[("param", i)] = (p.out_descs[0].reg, p.dtype)
+    for i, r in enumerate(lir.results()):
+        out[("result", i)] = (r.in_descs[0].reg, r.dtype)
+    for e in lir.expressions:
+        key = tuple(e.attrs.get("buffer", ("",)))
+        if key[0] == "scratch":
+            out[key] = (Reg("scratch", key[1]), "f32")
+    return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...snippets.lowered.linear_ir import LinearIR
-from ...snippets.lowered.memory import stride
+from ...snippets.lowered.memory import kernel_buffers, stride
 from ...snippets.lowered.port import Reg
 from ...snippets.symbolic import Sym
 
@@ -146,17 +146,9 @@ class CKernelEmitter:
         lir = self.lir
         ctx = KernelContext(lir, self.lanes)
         params, results = lir.parameters(), lir.results()
-        for i, p in enumerate(params):
-            ctx.buffer_regs[("param", i)] = p.out_descs[0].reg
-            ctx.buffer_dtypes[("param", i)] = p.dtype
-        for i, r in enumerate(results):
-            ctx.buffer_regs[("result", i)] = r.in_descs[0].reg
-            ctx.buffer_dtypes[("result", i)] = r.dtype
-        for e in lir.expressions:
-            key = tuple(e.attrs.get("buffer", ("",)))
-            if key[0] == "scratch":
-                ctx.buffer_regs[key] = Reg("scratch", key[1])
-                ctx.buffer_dtypes[key] = "f32"
+        for key, (reg, dtype) in kernel_buffers(lir).items():
+            ctx.buffer_regs[key] = reg
+            ctx.buffer_dtypes[key] = dtype
         preamble = self._preamble()
         body = [e for e in lir.expressions if e not in preamble and e.op != "Result"]
         for e in preamble:

@@ -122,8 +122,8 @@ def _optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, opt_level: in
     passes.getModulePassManager().run(module, passes)
 
 
-def compile(source: str | ir.Module, *, opt_level: int = 3) -> CompiledModule:
-    """Parse, verify, optimise and JIT ``source`` for the host CPU."""
+def optimized_module(source: str | ir.Module, opt_level: int = 3) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+    """Parse, verify and optimise ``source`` for the host CPU; the module and its target machine."""
     _initialize()
     try:
         module = llvm.parse_assembly(str(source))
@@ -137,6 +137,12 @@ def compile(source: str | ir.Module, *, opt_level: int = 3) -> CompiledModule:
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     _optimize(module, machine, opt_level)
+    return module, machine
+
+
+def compile(source: str | ir.Module, *, opt_level: int = 3) -> CompiledModule:
+    """Parse, verify, optimise and JIT ``source`` for the host CPU."""
+    module, machine = optimized_module(source, opt_level)
     functions = frozenset(f.name for f in module.functions if not f.is_declaration)
     optimized_ir = str(module)
     engine = llvm.create_mcjit_compiler(module, machine)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from ...snippets.lowered.linear_ir import LinearIR
-from ...snippets.lowered.memory import stride
+from ...snippets.lowered.memory import kernel_buffers, stride
 from ...snippets.lowered.port import Reg
 from ...snippets.symbolic import Sym
 
@@ -198,17 +198,9 @@ class LLVMKernelEmitter:
         ctx.dims = [builder.load(builder.gep(dims_arg, [ir.Constant(I64, d)], source_etype=I64), name=f"D{d}", typ=I64)
                     for d in range(rank)]
         params, results = lir.parameters(), lir.results()
-        for i, p in enumerate(params):
-            ctx.buffer_regs[("param", i)] = p.out_descs[0].reg
-            ctx.buffer_dtypes[("param", i)] = p.dtype
-        for i, r in enumerate(results):
-            ctx.buffer_regs[("result", i)] = r.in_descs[0].reg
-            ctx.buffer_dtypes[("result", i)] = r.dtype
-        for e in lir.expressions:
-            key = tuple(e.attrs.get("buffer", ("",)))
-            if key[0] == "scratch":
-                ctx.buffer_regs[key] = Reg("scratch", key[1])
-                ctx.buffer_dtypes[key] = "f32"
+        for key, (reg, dtype) in kernel_buffers(lir).items():
+            ctx.buffer_regs[key] = reg
+            ctx.buffer_dtypes[key] = dtype
         if self.checked:
             index = {**{("param", i): i for i in range(len(params))},
                      **{("result", i): len(params) + i for i in range(len(results))}}

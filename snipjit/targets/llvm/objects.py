@@ -11,21 +11,12 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from .jit import JitError, _initialize, _optimize, create_target_machine
+from .jit import JitError, _initialize, create_target_machine, optimized_module
 
 
 def compile_to_object(module: ir.Module | str, opt_level: int = 3) -> tuple[bytes, str]:
     """Parse, verify and optimize a module; return its object code and the optimized IR text."""
-    _initialize()
-    try:
-        mod = llvm.parse_assembly(str(module))
-        mod.verify()
-    except RuntimeError as exc:
-        raise JitError(f"LLVM IR does not parse or verify: {exc}") from None
-    machine = create_target_machine(opt_level)
-    mod.triple = machine.triple
-    mod.data_layout = str(machine.target_data)
-    _optimize(mod, machine, opt_level)
+    mod, machine = optimized_module(module, opt_level)
     return machine.emit_object(mod), str(mod)
 
 
