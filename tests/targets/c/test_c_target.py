@@ -27,11 +27,11 @@ from snipjit import parse_graph
 from snipjit.ops.common import evaluate
 from snipjit.runtime import kernel_cache
 from snipjit.snippets.compiler import CompiledSnippet, compile_subgraph
-from snipjit.snippets.lowered.linear_ir import LinearIRError
 from snipjit.snippets.support import ELEMENTWISE_OPS
 from snipjit.targets import TargetError, get_target
 from snipjit.targets.c import compiler as c_compiler
 from snipjit.targets.c.emitters import COMPUTE
+from accuracy import assert_close
 
 try:
     C = get_target("c")
@@ -89,29 +89,6 @@ def compile_body(text: str, target="c", loop_depth: int = 1) -> Kernel:
     target = TARGETS[target] if isinstance(target, str) else target
     cs = compile_subgraph(graph, target, name="test_kernel", loop_depth=loop_depth)
     return Kernel(cs, [np.dtype(v.type.dtype.np) for v in graph.outputs])
-
-
-def mismatches(got: np.ndarray, want: np.ndarray, ulp: float, rel: float) -> np.ndarray:
-    """Where `got` is not within `ulp` units in the last place or `rel` relative error of `want` (NaN must
-    match NaN, infinities must be exact)."""
-    if got.dtype == np.bool_:
-        return got != want
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        tol = np.maximum(rel * np.abs(w), ulp * np.spacing(np.abs(want)).astype(np.float64))
-        ok = (g == w) | (np.isnan(g) & np.isnan(w)) | (np.isfinite(g) & np.isfinite(w) & (np.abs(g - w) <= tol))
-    return ~ok
-
-
-def assert_close(got: np.ndarray, *wants: np.ndarray, ulp: float = 4.0, rel: float = 1e-6, what: str = "") -> None:
-    """Each element of `got` must be close (see `mismatches`) to that element of one of `wants`."""
-    for w in wants:
-        assert got.shape == w.shape and got.dtype == w.dtype, (what, got.shape, got.dtype, w.shape, w.dtype)
-    bad = np.logical_and.reduce([mismatches(got, w, ulp, rel) for w in wants])
-    if bad.any():
-        rows = "\n".join(f"  at {tuple(int(k) for k in i)}: got {got[tuple(i)]!r}, want " +
-                         " or ".join(repr(w[tuple(i)]) for w in wants) for i in np.argwhere(bad)[:8])
-        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} elements differ\n{rows}")
 
 
 def data(shape, seed=0) -> np.ndarray:

@@ -25,13 +25,13 @@ from hypothesis.extra.numpy import arrays
 
 from snipjit.targets.c.compiler import INCLUDE_DIR as COMPILER_INCLUDE, CCompiler, load_shared_object
 from snipjit.targets.target import TargetError
+from accuracy import Errors, errors
 
 try:
     COMPILER = CCompiler.find()
 except TargetError as exc:   # pragma: no cover - only on machines without a C compiler
     pytest.skip(str(exc), allow_module_level=True)
 
-ULP_BOUND, REL_BOUND = 4.0, 1e-6
 _erf = np.vectorize(math.erf, otypes=[float])
 _erfc = np.vectorize(math.erfc, otypes=[float])
 
@@ -192,27 +192,6 @@ def sample_pow(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     y = np.concatenate([np.tile(EDGES, len(EDGES)), rng.integers(-40, 41, k), rng.integers(-80, 81, k) / 2,
                         rng.uniform(-30, 30, k), rng.uniform(-12, 12, k), log_uniform(rng, k)])
     return x.astype(np.float32), y[:len(x)].astype(np.float32)
-
-
-@dataclass
-class Errors:
-    ulp: np.ndarray   # in ulp of the f32-rounded reference
-    rel: np.ndarray
-
-    @property
-    def failing(self) -> np.ndarray:
-        return (self.ulp > ULP_BOUND) & (self.rel > REL_BOUND)
-
-
-def errors(got: np.ndarray, ref: np.ndarray) -> Errors:
-    ref32 = ref.astype(np.float32)
-    diff = np.abs(got.astype(np.float64) - ref)
-    ulp = diff / np.spacing(np.abs(ref32)).astype(np.float64)
-    rel = diff / np.abs(ref)
-    exact = (got == ref32) | (np.isnan(got) & np.isnan(ref))
-    ulp, rel = np.where(exact, 0.0, ulp), np.where(exact, 0.0, rel)
-    mismatch = ~exact & (np.isnan(got) | np.isnan(ref) | np.isinf(got) | np.isinf(ref32))
-    return Errors(np.where(mismatch, np.inf, ulp), np.where(mismatch, np.inf, rel))
 
 
 @functools.cache

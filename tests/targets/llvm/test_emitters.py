@@ -26,10 +26,10 @@ import pytest
 from snipjit import parse_graph
 from snipjit.ops.common import evaluate
 from snipjit.snippets.compiler import CompiledSnippet, compile_subgraph
-from snipjit.snippets.lowered.linear_ir import LinearIRError
 from snipjit.snippets.support import ELEMENTWISE_OPS
 from snipjit.targets import get_target
 from snipjit.targets.llvm.target import LLVMTarget
+from accuracy import assert_close
 
 TARGET = get_target("llvm")
 LANES = TARGET.vector_lanes
@@ -39,10 +39,6 @@ SENTINEL = {np.dtype(np.float32): np.float32(-12345.5), np.dtype(np.bool_): np.T
 EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.0, 1e-30, -1e-30, 1e-40,
                   -1e-40, 3e38, -3e38, 1e10, -1e10, 88.75, -88.75, 104.0, -104.0, 1e5, 3.1415927],
                  dtype=np.float32)
-
-SCALAR_SPILL_BUG = ("InitLiveRanges keeps every Scalar live to the end of the kernel, so spilling one frees no "
-                    "register: with more Scalars than vector registers the allocation never converges "
-                    "(LinearIRError) and the runtime falls back to the reference kernels")
 
 
 # ---- compiling and running kernels ---------------------------------------------------------------------
@@ -93,29 +89,6 @@ def reference(op: str, inputs: list[np.ndarray], attrs: dict | None = None, wide
     out = evaluate(op, inputs, attrs)[0]
     with np.errstate(over="ignore"):
         return out.astype(np.float32) if out.dtype == np.float64 else out
-
-
-def mismatches(got: np.ndarray, want: np.ndarray, ulp: float, rel: float) -> np.ndarray:
-    """Where `got` is not within `ulp` units in the last place or `rel` relative error of `want` (NaN
-    must match NaN, infinities must be exact)."""
-    if got.dtype == np.bool_:
-        return got != want
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        tol = np.maximum(rel * np.abs(w), ulp * np.spacing(np.abs(want)).astype(np.float64))
-        ok = (g == w) | (np.isnan(g) & np.isnan(w)) | (np.isfinite(g) & np.isfinite(w) & (np.abs(g - w) <= tol))
-    return ~ok
-
-
-def assert_close(got: np.ndarray, *wants: np.ndarray, ulp: float = 4.0, rel: float = 1e-6, what: str = "") -> None:
-    """Each element of `got` must be close (see `mismatches`) to that element of one of `wants`."""
-    for w in wants:
-        assert got.shape == w.shape and got.dtype == w.dtype, (what, got.shape, got.dtype, w.shape, w.dtype)
-    bad = np.logical_and.reduce([mismatches(got, w, ulp, rel) for w in wants])
-    if bad.any():
-        rows = "\n".join(f"  at {tuple(int(k) for k in i)}: got {got[tuple(i)]!r}, want " +
-                         " or ".join(repr(w[tuple(i)]) for w in wants) for i in np.argwhere(bad)[:8])
-        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} elements differ\n{rows}")
 
 
 # ---- one op per kernel -----------------------------------------------------------------------------------

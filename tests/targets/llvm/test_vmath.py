@@ -21,12 +21,11 @@ from hypothesis.extra.numpy import arrays
 from llvmlite import ir
 
 from snipjit.targets.llvm import jit, vmath
+from accuracy import Errors, errors
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
-ULP_BOUND = 4.0
-REL_BOUND = 1e-6
 
 
 # ---------------------------------------------------------------- kernels
@@ -212,27 +211,6 @@ def sample_pow(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------- errors
-
-
-@dataclass
-class Errors:
-    ulp: np.ndarray  # in ulp of the f32-rounded reference
-    rel: np.ndarray
-
-    @property
-    def failing(self) -> np.ndarray:
-        return (self.ulp > ULP_BOUND) & (self.rel > REL_BOUND)
-
-
-def errors(got: np.ndarray, ref: np.ndarray) -> Errors:
-    ref32 = ref.astype(np.float32)
-    diff = np.abs(got.astype(np.float64) - ref)
-    ulp = diff / np.spacing(np.abs(ref32)).astype(np.float64)
-    rel = diff / np.abs(ref)
-    exact = (got == ref32) | (np.isnan(got) & np.isnan(ref))
-    ulp, rel = np.where(exact, 0.0, ulp), np.where(exact, 0.0, rel)
-    mismatch = ~exact & (np.isnan(got) | np.isnan(ref) | np.isinf(got) | np.isinf(ref32))
-    return Errors(np.where(mismatch, np.inf, ulp), np.where(mismatch, np.inf, rel))
 
 
 # ---------------------------------------------------------------- compilation
