@@ -11,7 +11,7 @@ import numpy as np
 
 from .ir.graph import Graph, TensorType
 from .passes.pipeline import GraphPass, default_pipeline
-from .runtime import blas_impl, model_cache, snippet_impl  # noqa: F401  (register the implementations)
+from .runtime import blas_impl, compile_pool, model_cache, snippet_impl  # noqa: F401  (register the implementations)
 from .runtime.program import Program, Step
 from .runtime.profile import Profile
 from .runtime.request import Request
@@ -170,6 +170,8 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
     `dump_dir` (IR after every Snippets pass, kernel source and assembly), `checked=True` (every
     generated load/store verified against its buffer), `data_flow_passes` / `control_flow_passes`
     (lists of `snipjit.snippets.pass_manager.PositionedPass` inserted into the Snippets pipelines).
+    `compile_workers` — at most this many processes compile kernels at once (default: the usable cores,
+    else SNIPJIT_COMPILE_WORKERS; 0 or 1: serially, see `snipjit.runtime.compile_pool`).
     """
     key = model_cache.model_key(model, options) if passes is None else None
     cached = model_cache.load(key) if key else None
@@ -179,6 +181,7 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
         graph, history, options = _run_passes(model, passes, options)
         if key:
             model_cache.store(key, {"graph": graph, "history": history, "options": options})
+    compile_pool.precompile(graph.nodes, options)   # kernels in parallel, into the cache the build reads
     program = Program.build(graph, options)
     if all(v.type.is_static for v in graph.inputs):
         program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now

@@ -40,3 +40,20 @@ class PassDumper:
             (self.folder / f"kernel{suffix}").write_text(kernel.source)
         if kernel.asm is not None:
             (self.folder / "kernel.s").write_text(kernel.asm())
+
+
+def plan_dump(program, plan) -> str:
+    """One resolved plan step by step: how each step runs ("skip": resolved when planning, "view": shares
+    its input's memory, "into": writes planned memory, "in place": writes it over a dead input's memory,
+    "call": returns new arrays), then the arena."""
+    names = {program.slots[id(v)]: v.name for v in program.graph.values() if id(v) in program.slots}
+    lines = []
+    for i, (step, mode) in enumerate(zip(program.steps, plan.modes)):
+        outs = ", ".join(names.get(s, f"%{s}") for s in step.out_slots)
+        over = plan.inplace_of.get(step.out_slots[0]) if step.out_slots else None
+        if over is not None:
+            mode, outs = "in place", f"{outs} (over {names.get(over, f'%{over}')})"
+        lines.append(f"{i:4d} {mode:<8} {step.kind:<10} {'+'.join(step.ops):<40} -> {outs}")
+    lines.append(f"arena {plan.memory.arena_size / 2**20:.2f} MiB: {len(plan.arena_slots)} planned buffers, "
+                 f"{len(plan.view_of)} views, {len(plan.inplace_of)} in place")
+    return "\n".join(lines)

@@ -60,6 +60,12 @@ class Kernel:
         for out, result in zip(outputs, self(inputs)):
             np.copyto(out, result.reshape(out.shape))
 
+    def inplace_inputs(self) -> tuple[int, ...]:
+        """Indices of inputs whose memory the (single) output may be written over, when the plan finds
+        the input dead after this step and of the output's size and dtype. A kernel claims an input only
+        when it reads each element of it before writing that element of the output and never again."""
+        return ()
+
 
 class ReferenceKernel(Kernel):
     """The op's NumPy reference kernel, with attributes resolved once at compile time."""

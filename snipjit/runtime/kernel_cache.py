@@ -4,7 +4,8 @@ The key is a hash of what determines the code: the kernel body in canonical text
 by position, so identical layers share one kernel), the compile options that change code, the target
 (name, CPU and features), the snipjit version and a fingerprint of the compiler's own source. A disk entry holds the key, the kernel's metadata, the
 target's binary and a checksum; an entry that does not read back whole, or whose key or checksum differ,
-is recompiled and overwritten — never trusted.
+is recompiled and overwritten — never trusted. Compile workers (`compile_pool`) hand their kernels back
+in the same entry format.
 
 The disk cache lives in `$SNIPJIT_CACHE_DIR` (default `~/.cache/snipjit`); `SNIPJIT_CACHE=0` turns it
 off.
@@ -92,40 +93,79 @@ class KernelCache:
     def _path(self, key: str) -> Path | None:
         return self.directory / f"{key}.bin" if self.directory is not None else None
 
+    def holds(self, key: str) -> bool:
+        """Whether a kernel is in memory or has a disk entry (which may still turn out unusable)."""
+        with self._lock:
+            if key in self._memory:
+                return True
+        path = self._path(key)
+        return path is not None and path.exists()
+
+    def add_entry(self, key: str, target: TargetMachine, entry: bytes) -> CompiledSnippet | None:
+        """Take a kernel compiled elsewhere (a compile worker) as the bytes of a disk entry: into memory
+        and onto disk. None, and nothing stored, when the entry does not decode."""
+        found = decode_entry(entry, key, target)
+        if found is None:
+            return None
+        self.misses += 1
+        self._write(key, entry)
+        with self._lock:
+            return self._memory.setdefault(key, found)
+
     def _load(self, key: str, target: TargetMachine) -> CompiledSnippet | None:
         path = self._path(key)
         if path is None or not path.exists():
             return None
         try:
-            data = path.read_bytes()
-            if not data.startswith(MAGIC):
-                return None
-            header_len = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little")
-            start = len(MAGIC) + 8
-            header = json.loads(data[start:start + header_len])
-            payload = data[start + header_len:]
-            if header.get("key") != key or header.get("sha256") != hashlib.sha256(payload).hexdigest():
-                return None
-            kernel = target.load_kernel(payload, header["name"])
-            return CompiledSnippet.from_metadata(kernel, header["meta"])
-        except Exception:   # noqa: BLE001 - unreadable, truncated, malformed or stale: compile again
+            return decode_entry(path.read_bytes(), key, target)
+        except OSError:
             return None
 
     def _store(self, key: str, target: TargetMachine, compiled: CompiledSnippet) -> None:
+        if self.directory is not None:
+            entry = encode_entry(key, target, compiled)
+            if entry is not None:
+                self._write(key, entry)
+
+    def _write(self, key: str, entry: bytes) -> None:
         path = self._path(key)
-        binary = target.kernel_binary(compiled.kernel)
-        if path is None or binary is None:
+        if path is None:
             return
-        header = json.dumps({"key": key, "name": compiled.kernel.name, "meta": compiled.metadata(),
-                             "sha256": hashlib.sha256(binary).hexdigest()}).encode()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + len(header).to_bytes(8, "little") + header + binary)
+                f.write(entry)
             os.replace(tmp, path)   # atomic: readers see the old entry or the whole new one
         except OSError:
             pass   # a read-only or full disk only costs the cache
+
+
+def encode_entry(key: str, target: TargetMachine, compiled: CompiledSnippet) -> bytes | None:
+    """A kernel as the bytes of a disk entry (None: the target has no binary to store)."""
+    binary = target.kernel_binary(compiled.kernel)
+    if binary is None:
+        return None
+    header = json.dumps({"key": key, "name": compiled.kernel.name, "meta": compiled.metadata(),
+                         "sha256": hashlib.sha256(binary).hexdigest()}).encode()
+    return MAGIC + len(header).to_bytes(8, "little") + header + binary
+
+
+def decode_entry(data: bytes, key: str, target: TargetMachine) -> CompiledSnippet | None:
+    """The kernel an entry holds, loaded; None when it is not whole or not the entry of `key`."""
+    try:
+        if not data.startswith(MAGIC):
+            return None
+        header_len = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little")
+        start = len(MAGIC) + 8
+        header = json.loads(data[start:start + header_len])
+        payload = data[start + header_len:]
+        if header.get("key") != key or header.get("sha256") != hashlib.sha256(payload).hexdigest():
+            return None
+        kernel = target.load_kernel(payload, header["name"])
+        return CompiledSnippet.from_metadata(kernel, header["meta"])
+    except Exception:   # noqa: BLE001 - truncated, malformed or stale: compile again
+        return None
 
 
 _cache: KernelCache | None = None

@@ -2,8 +2,9 @@
 
 Values are numbered into slots. For each signature of input shapes the program resolves every slot's
 type (`resolver.resolve`) and plans an arena (`memory_planner`): which slots are views of others
-(Reshape-like ops), which live in the arena at which offset, which escape as graph outputs. Requests bind
-that plan to their own arena once per signature, so a run only moves pointers and calls kernels.
+(Reshape-like ops), which steps write their output over an input no later step reads (in place), which
+slots live in the arena at which offset, which escape as graph outputs. Requests bind that plan to their
+own arena once per signature, so a run only moves pointers and calls kernels.
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class ResolvedPlan:
     memory: MemoryPlan
     arena_slots: dict[int, tuple[int, TensorType]]   # slot -> (offset, type)
     view_of: dict[int, int]                # view slot -> the slot it views
+    inplace_of: dict[int, int]             # output slot written in place -> the (root) input slot it overwrites
     escaping: dict[int, TensorType | None]           # roots of graph outputs -> type (None: unknown)
     activation_bytes: int                  # all intermediate values, without reuse
 
@@ -141,15 +143,23 @@ class Program:
             return s
 
         escaping = {root(s): types[root(s)] for s in self.output_slots if root(s) not in fixed}
+        inplace_of = self._inplace(modes, types, root, fixed | set(escaping))
+
+        def memory_root(s: int) -> int:   # the slot whose arena buffer a value lives in
+            s = root(s)
+            while s in inplace_of:
+                s = root(inplace_of[s])
+            return s
+
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         for i, step in enumerate(self.steps):
             if modes[i] == "into":
                 for s in step.out_slots:
-                    first.setdefault(s, i)
-                    last.setdefault(s, i)
+                    first.setdefault(memory_root(s), i)
+                    last.setdefault(memory_root(s), i)
             for s in step.in_slots:
-                r = root(s) if s >= 0 else -1
+                r = memory_root(s) if s >= 0 else -1
                 if r in first:
                     last[r] = max(last[r], i)
         requests = [BufferRequest(s, _nbytes(types[s]), first[s], last[s])
@@ -158,7 +168,33 @@ class Program:
         arena_slots = {r.key: (memory.offsets[r.key], types[r.key]) for r in requests}
         activation_bytes = sum(_nbytes(t) for i, t in enumerate(types)
                                if t is not None and i not in fixed and i not in view_of)
-        return ResolvedPlan(res, modes, memory, arena_slots, view_of, escaping, activation_bytes)
+        return ResolvedPlan(res, modes, memory, arena_slots, view_of, inplace_of, escaping, activation_bytes)
+
+    def _inplace(self, modes: list[str], types: list, root, excluded: set[int]) -> dict[int, int]:
+        """Output slot -> the input (root) slot whose memory the step overwrites: an input its kernel
+        allows (`inplace_inputs`) of the output's dtype and size, planned in the arena by an earlier step
+        (not a graph input, constant or escaping output, nor a view of one) and read by no later step, even
+        through a view. The output is a planned single output too: an alias of the input's memory."""
+        last_read: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            for s in step.in_slots:
+                if s >= 0:
+                    last_read[root(s)] = i
+        planned: set[int] = set()   # roots written into the arena so far
+        inplace_of: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            if modes[i] != "into":
+                continue
+            out = step.out_slots[0]
+            if len(step.out_slots) == 1 and out not in excluded:
+                for k in step.kernel.inplace_inputs():
+                    r = root(step.in_slots[k])
+                    if (r in planned and last_read[r] == i and types[r].dtype == types[out].dtype
+                            and _numel(types[r]) == _numel(types[out])):
+                        inplace_of[out] = r
+                        break
+            planned.update(s for s in step.out_slots if s not in excluded)
+        return inplace_of
 
 
 def absorb_epilogues(steps: list[Step], graph: Graph) -> list[Step]:

@@ -133,8 +133,10 @@ class Request:
         for s, (offset, t) in plan.arena_slots.items():
             n = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
             slots[s] = arena[offset:offset + n].view(t.dtype.np).reshape(t.shape)
-        calls = []
         types = plan.resolution.types
+        for s, r in plan.inplace_of.items():   # in step order: the input's memory is bound before
+            slots[s] = slots[r].reshape(types[s].shape)
+        calls = []
         for step, mode in zip(p.steps, plan.modes):
             if mode == "skip":
                 continue

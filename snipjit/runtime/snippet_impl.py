@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -18,11 +19,12 @@ import numpy as np
 from ..ir.graph import Node, TensorType
 from ..snippets.compiler import CompiledSnippet, compile_subgraph
 from ..snippets.lowered.linear_ir import LinearIRError
-from ..targets.target import TargetError
+from ..targets.target import TargetError, TargetMachine
 from .dumps import PassDumper, dump_dir
 from .errors import KernelBoundsError
 from .kernel_cache import cache_key, get_kernel_cache
 from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
+from .native_pool import get_native_pool
 from .thread_pool import get_pool
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
@@ -135,7 +137,7 @@ class SnippetKernel(Kernel):
         elif int(np.prod(master)) < PARALLEL_MIN_ELEMENTS:
             fn(ptrs, dims, 0, domain, self._scratchpad(row_bytes))
         else:
-            get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, self._scratchpad(row_bytes)), domain)
+            launch_parallel(fn, ptrs, dims, domain, row_bytes, self._scratchpad)
 
     def _launch_checked(self, ptrs, dims, domain: int, buffers: Sequence[np.ndarray], scratch_bytes: int) -> None:
         """Checked mode: one thread, every access verified; a violation raises naming the expression."""
@@ -165,6 +167,17 @@ class SnippetKernel(Kernel):
             return None   # unusual shapes take the general path
         return BoundLaunch(kernel, master, fixed, len(in_shapes) + n_outputs)
 
+    def inplace_inputs(self) -> tuple[int, ...]:
+        """Purely elementwise kernels (elementwise ops only: one loop nest plus its tail, no reductions
+        or scratch buffers) read each element once, before storing that element of their one output, so
+        the output may overwrite any input of its shape (not broadcast). `inplace=False` turns it off."""
+        from ..snippets.support import ELEMENTWISE_OPS
+        c = self.compiled
+        if (not self.options.get("inplace", True) or len(c.output_shapes) != 1 or c.scratch_rows
+                or not all(n.op in ELEMENTWISE_OPS for n in self.node.attrs["body"].nodes)):
+            return ()
+        return tuple(i for i, shape in enumerate(c.input_shapes) if tuple(shape) == tuple(c.output_shapes[0]))
+
     def _scratchpad(self, nbytes: int) -> int | None:
         """The calling thread's scratchpad address, grown to `nbytes` when needed."""
         if not nbytes:
@@ -189,6 +202,13 @@ class BoundLaunch:
         self.parallel = math.prod(master) >= PARALLEL_MIN_ELEMENTS
         self.scratch_bytes = master[-1] * 4 * kernel.compiled.scratch_rows
         self.fixed = fixed   # keeps the fixed arrays alive as long as their pointers are used
+        self.native = get_native_pool() if self.parallel else None
+        if self.native is not None:   # addresses and per-thread scratchpads fixed once
+            self.fn_address = ctypes.cast(kernel.fn, ctypes.c_void_p).value
+            self.stride = -(-self.scratch_bytes // 64) * 64
+            self.scratch = np.empty(self.stride * self.native.threads + 64, np.uint8) if self.stride else None
+            self.args = (ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.domain, 0,
+                         self.scratch.ctypes.data if self.stride else 0, self.stride)
 
     def __call__(self, args: Sequence[np.ndarray]) -> None:
         ptrs = self.ptrs
@@ -203,34 +223,72 @@ class BoundLaunch:
         fn, dims, scratch_bytes = k.fn, self.dims, self.scratch_bytes
         if not self.parallel:
             fn(ptrs, dims, 0, self.domain, k._scratchpad(scratch_bytes))
+        elif self.native is not None:
+            self.native.run(self.fn_address, *self.args)
         else:
             get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, k._scratchpad(scratch_bytes)),
                                     self.domain)
 
 
-def compile_body(body, options: dict) -> CompiledSnippet:
-    """Compile a body through the kernel cache (or, when dumping IR, past it)."""
+def launch_parallel(fn, ptrs, dims, domain: int, scratch_bytes: int, scratchpad) -> None:
+    """Run kernel `fn` over its parallel domain on the native pool, or the Python pool where there is
+    none (`scratchpad(n)` gives the calling thread's scratchpad there)."""
+    native = get_native_pool()
+    if native is None:
+        get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, scratchpad(scratch_bytes)), domain)
+        return
+    stride = -(-scratch_bytes // 64) * 64
+    scratch = np.empty(stride * native.threads + 64, np.uint8) if stride else None
+    native.run(ctypes.cast(fn, ctypes.c_void_p).value, ctypes.addressof(ptrs), ctypes.addressof(dims), domain,
+               0, scratch.ctypes.data if stride else 0, stride)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """How a body compiles through the kernel cache: the target, the cache key (which names the kernel)
+    and the loop depth. Compile workers (`compile_pool`) rebuild it from the same options."""
+    target: TargetMachine
+    key: str
+    loop_depth: int
+
+    @property
+    def name(self) -> str:
+        return "kernel_" + self.key[:16]
+
+    def compile(self, body, **debug) -> CompiledSnippet:
+        return compile_subgraph(body, self.target, name=self.name, loop_depth=self.loop_depth, **debug)
+
+
+def kernel_spec(body, options: dict) -> KernelSpec:
     from ..targets import get_target
     target = get_target(options.get("target"))
     loop_depth = options.get("loop_depth", 1)
-    key = cache_key(body, target, {"loop_depth": loop_depth})
-    name = "kernel_" + key[:16]
-    folder = dump_dir(options)
+    return KernelSpec(target, cache_key(body, target, {"loop_depth": loop_depth}), loop_depth)
+
+
+def bypasses_cache(options: dict) -> bool:
+    """Debugging options (dumps, checked mode, extra passes) compile for real, past the kernel cache."""
+    return (dump_dir(options) is not None or bool(options.get("checked"))
+            or any(options.get(k) for k in ("data_flow_passes", "control_flow_passes")))
+
+
+def compile_body(body, options: dict) -> CompiledSnippet:
+    """Compile a body through the kernel cache (or, when debugging, past it)."""
+    spec = kernel_spec(body, options)
     checked = bool(options.get("checked"))
-    if checked and not target.supports_checked:
-        raise TargetError(f"checked mode needs the llvm target; target {target.name!r} cannot check accesses")
-    extra = {"data_flow_passes": options.get("data_flow_passes", ()),
-             "control_flow_passes": options.get("control_flow_passes", ())}
+    if checked and not spec.target.supports_checked:
+        raise TargetError(f"checked mode needs the llvm target; target {spec.target.name!r} cannot check accesses")
     try:
-        if folder is not None or checked or any(extra.values()):   # debugging: compile for real, past the cache
-            dumper = PassDumper(folder / f"{body.name}_{name}") if folder is not None else None
-            compiled = compile_subgraph(body, target, name=name, loop_depth=loop_depth, observer=dumper,
-                                        checked=checked, **extra)
+        if bypasses_cache(options):
+            folder = dump_dir(options)
+            dumper = PassDumper(folder / f"{body.name}_{spec.name}") if folder is not None else None
+            compiled = spec.compile(body, observer=dumper, checked=checked,
+                                    data_flow_passes=options.get("data_flow_passes", ()),
+                                    control_flow_passes=options.get("control_flow_passes", ()))
             if dumper is not None:
-                dumper.kernel(compiled.kernel, target.name)
+                dumper.kernel(compiled.kernel, spec.target.name)
             return compiled
-        return get_kernel_cache().get_or_compile(
-            key, target, lambda: compile_subgraph(body, target, name=name, loop_depth=loop_depth))
+        return get_kernel_cache().get_or_compile(spec.key, spec.target, lambda: spec.compile(body))
     except (LinearIRError, TargetError) as e:
         raise NotApplicable(str(e)) from e
 

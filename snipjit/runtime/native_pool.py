@@ -1,0 +1,256 @@
+"""A native thread pool for compiled kernels: a launch costs about a microsecond, not a Python wake-up.
+
+The Python pool (`thread_pool`) wakes its workers through `threading.Event`s and runs a Python callable
+on each, so every parallel launch pays tens of microseconds of wake-up and GIL hand-over. Kernels
+compiled by snipjit all share one C ABI (`KernelFunction`: `fn(ptrs, dims, begin, end, scratch)`), so
+this pool runs them without Python in the loop. Its code is a small LLVM module compiled once:
+
+- workers are Python threads parked inside one native call (`pool_worker`, GIL released) that spin on
+  a generation counter, then sleep on a futex once they have been idle for a while;
+- `pool_run` publishes a job (function, arguments, domain size, grain, per-thread scratchpads), bumps
+  the generation, wakes sleepers, works on the domain itself, and returns when every worker checked in;
+  chunks of `grain` iterations are claimed with an atomic counter, so a slow core takes fewer;
+- one launch at a time: a launch finding the pool busy (another request's thread) runs inline.
+
+Linux only (futex); elsewhere `get_native_pool()` returns None and callers use the Python pool.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import sys
+import threading
+
+from .thread_pool import default_threads
+
+SPIN_ROUNDS = 1 << 16   # `pause`s a worker spins (roughly a millisecond) before it sleeps
+
+# State: i64 words, each group on its own cache line.
+GEN, BUSY, NEXT, DONE, SLEEPERS, STOP = 0, 8, 16, 24, 32, 40
+FN, PTRS, DIMS, TOTAL, GRAIN, SCRATCH, STRIDE, SYSCALL = 48, 49, 50, 51, 52, 53, 54, 55
+STATE_WORDS = 56
+
+def _module_source() -> str:
+    """The pool's LLVM IR (opaque pointers; the state is an array of i64 words)."""
+    w = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, int)}
+
+    def word(name: str) -> str:
+        return str(w[name])
+
+    return f"""
+declare void @llvm.x86.sse2.pause()
+
+define private void @futex(ptr %s, i64 %op, i64 %val) {{
+  %sysp = getelementptr i64, ptr %s, i64 {word('SYSCALL')}
+  %sys = load ptr, ptr %sysp
+  %gen = getelementptr i64, ptr %s, i64 {word('GEN')}
+  %r = call i64 (i64, ...) %sys(i64 202, ptr %gen, i64 %op, i64 %val, ptr null)
+  ret void
+}}
+
+define private void @work(ptr %s, i64 %tid) {{
+entry:
+  %fnp = getelementptr i64, ptr %s, i64 {word('FN')}
+  %fn = load ptr, ptr %fnp
+  %ptrsp = getelementptr i64, ptr %s, i64 {word('PTRS')}
+  %ptrs = load ptr, ptr %ptrsp
+  %dimsp = getelementptr i64, ptr %s, i64 {word('DIMS')}
+  %dims = load ptr, ptr %dimsp
+  %totalp = getelementptr i64, ptr %s, i64 {word('TOTAL')}
+  %total = load i64, ptr %totalp
+  %grainp = getelementptr i64, ptr %s, i64 {word('GRAIN')}
+  %grain = load i64, ptr %grainp
+  %scratchp = getelementptr i64, ptr %s, i64 {word('SCRATCH')}
+  %scratch0 = load ptr, ptr %scratchp
+  %stridep = getelementptr i64, ptr %s, i64 {word('STRIDE')}
+  %stride = load i64, ptr %stridep
+  %offset = mul i64 %tid, %stride
+  %scratch = getelementptr i8, ptr %scratch0, i64 %offset
+  %nextp = getelementptr i64, ptr %s, i64 {word('NEXT')}
+  br label %claim
+claim:
+  %lo = atomicrmw add ptr %nextp, i64 %grain monotonic
+  %more = icmp slt i64 %lo, %total
+  br i1 %more, label %run, label %out
+run:
+  %end = add i64 %lo, %grain
+  %short = icmp slt i64 %end, %total
+  %hi = select i1 %short, i64 %end, i64 %total
+  call void %fn(ptr %ptrs, ptr %dims, i64 %lo, i64 %hi, ptr %scratch)
+  br label %claim
+out:
+  ret void
+}}
+
+define void @pool_worker(ptr %s, i64 %tid) {{
+entry:
+  %genp = getelementptr i64, ptr %s, i64 {word('GEN')}
+  %stopp = getelementptr i64, ptr %s, i64 {word('STOP')}
+  %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
+  %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
+  %first = load atomic i64, ptr %genp acquire, align 8
+  br label %idle
+idle:
+  %seen = phi i64 [ %first, %entry ], [ %g, %finished ], [ %seen, %woke ]
+  br label %spin
+spin:
+  %rounds = phi i64 [ 0, %idle ], [ %rounds1, %pause ]
+  %g = load atomic i64, ptr %genp acquire, align 8
+  %new = icmp ne i64 %g, %seen
+  br i1 %new, label %job, label %check_stop
+check_stop:
+  %stop = load atomic i64, ptr %stopp acquire, align 8
+  %stopping = icmp ne i64 %stop, 0
+  br i1 %stopping, label %exit, label %maybe_sleep
+maybe_sleep:
+  %tired = icmp sge i64 %rounds, {SPIN_ROUNDS}
+  br i1 %tired, label %sleep, label %pause
+pause:
+  call void @llvm.x86.sse2.pause()
+  %rounds1 = add i64 %rounds, 1
+  br label %spin
+sleep:
+  %ignored = atomicrmw add ptr %sleepersp, i64 1 seq_cst
+  %g2 = load atomic i64, ptr %genp seq_cst, align 8
+  %still = icmp eq i64 %g2, %seen
+  br i1 %still, label %wait, label %woke
+wait:
+  %seen32 = and i64 %seen, 4294967295
+  call void @futex(ptr %s, i64 128, i64 %seen32)
+  br label %woke
+woke:
+  %ignored2 = atomicrmw sub ptr %sleepersp, i64 1 seq_cst
+  br label %idle
+job:
+  call void @work(ptr %s, i64 %tid)
+  %ignored3 = atomicrmw add ptr %donep, i64 1 release
+  br label %finished
+finished:
+  br label %idle
+exit:
+  ret void
+}}
+
+; 1 when the job ran on the pool, 0 when the pool was busy and it ran on the calling thread alone
+define i64 @pool_run(ptr %s, ptr %fn, ptr %ptrs, ptr %dims, i64 %total, i64 %grain, ptr %scratch,
+                     i64 %stride, i64 %workers) {{
+entry:
+  %busyp = getelementptr i64, ptr %s, i64 {word('BUSY')}
+  %taken = cmpxchg ptr %busyp, i64 0, i64 1 acquire monotonic
+  %ok = extractvalue {{ i64, i1 }} %taken, 1
+  br i1 %ok, label %publish, label %inline
+inline:
+  call void %fn(ptr %ptrs, ptr %dims, i64 0, i64 %total, ptr %scratch)
+  ret i64 0
+publish:
+  %fnp = getelementptr i64, ptr %s, i64 {word('FN')}
+  store ptr %fn, ptr %fnp
+  %ptrsp = getelementptr i64, ptr %s, i64 {word('PTRS')}
+  store ptr %ptrs, ptr %ptrsp
+  %dimsp = getelementptr i64, ptr %s, i64 {word('DIMS')}
+  store ptr %dims, ptr %dimsp
+  %totalp = getelementptr i64, ptr %s, i64 {word('TOTAL')}
+  store i64 %total, ptr %totalp
+  %grainp = getelementptr i64, ptr %s, i64 {word('GRAIN')}
+  store i64 %grain, ptr %grainp
+  %scratchp = getelementptr i64, ptr %s, i64 {word('SCRATCH')}
+  store ptr %scratch, ptr %scratchp
+  %stridep = getelementptr i64, ptr %s, i64 {word('STRIDE')}
+  store i64 %stride, ptr %stridep
+  %nextp = getelementptr i64, ptr %s, i64 {word('NEXT')}
+  store atomic i64 0, ptr %nextp monotonic, align 8
+  %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
+  store atomic i64 0, ptr %donep monotonic, align 8
+  %genp = getelementptr i64, ptr %s, i64 {word('GEN')}
+  %old = atomicrmw add ptr %genp, i64 1 seq_cst
+  %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
+  %sleepers = load atomic i64, ptr %sleepersp seq_cst, align 8
+  %asleep = icmp sgt i64 %sleepers, 0
+  br i1 %asleep, label %wake, label %own
+wake:
+  call void @futex(ptr %s, i64 129, i64 2147483647)
+  br label %own
+own:
+  call void @work(ptr %s, i64 0)
+  br label %join
+join:
+  %done = load atomic i64, ptr %donep acquire, align 8
+  %all = icmp sge i64 %done, %workers
+  br i1 %all, label %release, label %pause
+pause:
+  call void @llvm.x86.sse2.pause()
+  br label %join
+release:
+  store atomic i64 0, ptr %busyp release, align 8
+  ret i64 1
+}}
+"""
+
+
+class NativePool:
+    """`run(fn, ptrs, dims, total, ...)`: a compiled kernel over [0, total) on all threads."""
+
+    def __init__(self, threads: int):
+        from ..targets.llvm import jit
+        self.threads = threads
+        self._module = jit.compile(_module_source())
+        self._state = (ctypes.c_int64 * STATE_WORDS)()
+        libc = ctypes.CDLL(None)
+        self._state[SYSCALL] = ctypes.cast(libc.syscall, ctypes.c_void_p).value
+        self._run = self._module.cfunc("pool_run", ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                       ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+        worker = self._module.cfunc("pool_worker", None, ctypes.c_void_p, ctypes.c_int64)
+        self._workers = [threading.Thread(target=self._park, args=(worker, i), daemon=True,
+                                          name=f"snipjit-native-{i}") for i in range(1, threads)]
+        for t in self._workers:
+            t.start()
+        atexit.register(self.close)
+
+    def _park(self, worker, tid: int) -> None:
+        from .blas_threads import single_threaded_here
+        single_threaded_here()
+        worker(ctypes.addressof(self._state), tid)
+
+    def run(self, fn: int, ptrs: int, dims: int, total: int, grain: int = 0, scratch: int = 0,
+            stride: int = 0) -> bool:
+        """Run kernel `fn` over iterations [0, total) in chunks of `grain` (default: 8 per thread);
+        thread t gets `scratch + t*stride` as its scratchpad. False when it ran on this thread alone."""
+        if grain <= 0:
+            grain = max(1, total // (self.threads * 8))
+        return bool(self._run(ctypes.addressof(self._state), fn, ptrs, dims, total, grain, scratch,
+                              stride, len(self._workers)))
+
+    def close(self) -> None:
+        """Stop the workers (at exit): they return from their native loop."""
+        self._state[STOP] = 1
+        self._state[GEN] += 1   # a worker about to sleep sees a new generation instead
+        libc = ctypes.CDLL(None)
+        libc.syscall(202, ctypes.addressof(self._state), 129, 2147483647, None)
+        for t in self._workers:
+            t.join(timeout=1.0)
+
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def _supported() -> bool:
+    import platform
+    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+
+
+_pool: NativePool | None = None
+
+
+def get_native_pool() -> NativePool | None:
+    """The process's native pool (created on first use), or None where it is not supported or there is
+    one thread only."""
+    global _pool
+    if not _supported() or default_threads() < 2:
+        return None
+    with _lock:
+        if _pool is None:
+            _pool = NativePool(default_threads())
+        return _pool
