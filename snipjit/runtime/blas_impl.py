@@ -1,11 +1,14 @@
-"""The `blas` implementation: MatMul, Gemm and Conv through NumPy's BLAS, into planned buffers.
+"""The `blas` implementation: MatMul, Gemm and Conv as matrix products, into planned buffers.
 
-MatMul/Gemm are matrix products into the planned output; a 1×1 Conv (stride 1, no padding, one group)
+Products run on snipjit's generated GEMM kernel (`gemm`) when their layout suits it (option
+`gemm="numpy"` turns it off), else through NumPy's BLAS. MatMul/Gemm are matrix products into the
+planned output; a 1×1 Conv (stride 1, no padding, one group)
 is a plain batched GEMM of the weights with the input seen as [N, C, H*W]; other Convs use im2col and a
-GEMM. Large products are split over snipjit's thread pool by rows (or batches), each piece a
+GEMM. NumPy products are split over snipjit's thread pool by rows (or batches), each piece a
 single-threaded BLAS call, so BLAS threads never compete with snipjit's (see `blas_threads`).
 Epilogue nodes the markup pass left to this implementation (a bias Add, an activation) are absorbed:
-applied in place on the output while it is still in cache.
+a bias along the output's last axis is added by the GEMM kernel before it stores, the others are applied
+in place on the output while it is still in cache.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from ..ir.dtypes import f32
 from ..ir.graph import Node
 from ..ops import get_op
 from ..ops.nn import _window, conv_output, im2col
+from . import gemm
 from .implementations import Implementation, Kernel, ReferenceKernel, register_implementation
 from .thread_pool import get_pool
 
@@ -34,12 +38,14 @@ EPILOGUES: dict[str, Callable[[np.ndarray, np.ndarray | None, dict], None]] = {
 
 
 class BlasKernel(Kernel):
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, native: bool = True):
         self.node = node
         self.attrs = get_op(node.op).resolve_attrs(node)
         self.epilogue: list[tuple[str, np.ndarray | None, dict]] = []
         self.reference = ReferenceKernel(node)
+        self.native = native and gemm.available()
         self.compute = {"MatMul": self._matmul, "Gemm": self._gemm, "Conv": self._conv}[node.op]
+        self.packed = self._pack_weights()
 
     def absorb(self, node: Node, data_index: int) -> bool:
         """Take an epilogue node reading this kernel's output as input `data_index`."""
@@ -68,48 +74,80 @@ class BlasKernel(Kernel):
         return [y]
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        self.compute(inputs, outputs[0])
-        self._apply_epilogue(outputs[0])
+        fused = self.compute(inputs, outputs[0])
+        self._apply_epilogue(outputs[0], fused)
 
-    def _apply_epilogue(self, y: np.ndarray) -> None:
-        for op, b, attrs in self.epilogue:
+    def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
+        for op, b, attrs in self.epilogue[start:]:
             EPILOGUES[op](y, b, attrs)
 
-    def _matmul(self, inputs, y) -> None:
+    def _bias(self, n: int) -> np.ndarray | None:
+        """The first epilogue as a bias the GEMM kernel adds: an Add of one value per output column."""
+        if not self.epilogue or self.epilogue[0][0] != "Add":
+            return None
+        b = self.epilogue[0][1]
+        if b is None or b.dtype != np.float32 or b.size != n or (b.ndim and b.shape[-1] != n):
+            return None
+        return np.ascontiguousarray(b.reshape(n))
+
+    def _pack_weights(self) -> gemm.PackedB | None:
+        """A constant 2-D B of MatMul/Gemm (transposed for Gemm's transB), packed once for the kernel."""
+        w = self.node.inputs[1] if self.node.op in ("MatMul", "Gemm") else None
+        if not self.native or w is None or not w.is_constant or w.data.ndim != 2 or w.data.dtype != np.float32:
+            return None
+        return gemm.pack(w.data.T if self.node.op == "Gemm" and self.attrs["transB"] else w.data)
+
+    def _product(self, a: np.ndarray, b: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
+                 packed: gemm.PackedB | None = None) -> bool:
+        """y = a @ b (+ bias), with `packed` standing for b when given; whether the bias was added."""
+        if self.native and gemm.matmul(a, packed if packed is not None else b, y, bias):
+            return bias is not None
+        parallel_matmul(a, b, y)
+        return False
+
+    def _matmul(self, inputs, y) -> int:
         a, b = inputs
         if a.ndim < 2 or b.ndim < 2:
             np.copyto(y, np.matmul(a, b))
-        else:
-            parallel_matmul(a, b, y)
+            return 0
+        return int(self._product(a, b, y, self._bias(y.shape[-1]), self.packed))
 
-    def _gemm(self, inputs, y) -> None:
+    def _gemm(self, inputs, y) -> int:
         a, b = inputs[0], inputs[1]
         c = inputs[2] if len(inputs) > 2 else None
-        parallel_matmul(a.T if self.attrs["transA"] else a, b.T if self.attrs["transB"] else b, y)
-        if self.attrs["alpha"] != 1.0:
-            y *= np.float32(self.attrs["alpha"])
+        a = a.T if self.attrs["transA"] else a
+        b = b.T if self.attrs["transB"] else b
+        alpha, beta = self.attrs["alpha"], self.attrs["beta"]
+        bias = c if (c is not None and alpha == 1.0 and beta == 1.0 and c.dtype == np.float32
+                     and c.ndim <= 1 and c.size == y.shape[-1]) else None
+        if self._product(a, b, y, None if bias is None else np.ascontiguousarray(bias.reshape(-1)), self.packed):
+            c = None
+        if alpha != 1.0:
+            y *= np.float32(alpha)
         if c is not None:
-            y += c if self.attrs["beta"] == 1.0 else c * np.float32(self.attrs["beta"])
+            y += c if beta == 1.0 else c * np.float32(beta)
+        return 0
 
-    def _conv(self, inputs, y) -> None:
+    def _conv(self, inputs, y) -> int:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         n, c = x.shape[:2]
         if self._is_pointwise(w) and n == 1:
-            parallel_matmul(w.reshape(w.shape[0], c), x.reshape(c, -1), y.reshape(w.shape[0], -1))
+            self._product(w.reshape(w.shape[0], c), x.reshape(c, -1), y.reshape(w.shape[0], -1))
         elif self._is_pointwise(w):
-            parallel_matmul(w.reshape(w.shape[0], c), x.reshape(n, c, -1), y.reshape(n, w.shape[0], -1))
+            self._product(w.reshape(w.shape[0], c), x.reshape(n, c, -1), y.reshape(n, w.shape[0], -1))
         else:
             ctx = self.reference.ctx
             wm, cols, spatial = im2col(ctx, x, w, _window(ctx, tuple(w.shape[2:])), self.attrs["group"])
             if wm.shape[0] == 1 and n == 1:   # the product lands in the output's layout directly
-                parallel_matmul(wm[0], cols[0], y.reshape(w.shape[0], -1))
+                self._product(wm[0], cols[0], y.reshape(w.shape[0], -1))
             else:
                 products = np.empty((wm.shape[0], wm.shape[1], cols.shape[2]), np.float32)
-                parallel_matmul(wm, cols, products)
+                self._product(wm, cols, products)
                 np.copyto(y, conv_output(products, n, spatial))
         if bias is not None:
             y += bias.reshape((-1,) + (1,) * (y.ndim - 2))
+        return 0
 
     def _is_pointwise(self, w: np.ndarray) -> bool:
         a = self.attrs
@@ -162,4 +200,5 @@ def accepts_blas(node: Node, options: dict) -> bool:
     return all(v is None or (v.type is not None and v.type.dtype == f32) for v in node.inputs + node.outputs)
 
 
-register_implementation(Implementation("blas", 50, accepts_blas, lambda node, options: BlasKernel(node)))
+register_implementation(Implementation("blas", 50, accepts_blas,
+                                        lambda node, options: BlasKernel(node, options.get("gemm", "snipjit") != "numpy")))

@@ -89,10 +89,10 @@ entry:
   %stopp = getelementptr i64, ptr %s, i64 {word('STOP')}
   %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
   %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
-  %first = load atomic i64, ptr %genp acquire, align 8
   br label %idle
 idle:
-  %seen = phi i64 [ %first, %entry ], [ %g, %finished ], [ %seen, %woke ]
+  ; generation 0 is the state's initial value: a job published before this worker started still counts
+  %seen = phi i64 [ 0, %entry ], [ %g, %finished ], [ %seen, %woke ]
   br label %spin
 spin:
   %rounds = phi i64 [ 0, %idle ], [ %rounds1, %pause ]

@@ -1,0 +1,150 @@
+"""Matrix products on snipjit's generated GEMM kernel (`targets.llvm.gemm`), run on the native pool.
+
+`matmul(a, b, out, bias)` takes the layouts the kernel reads directly — A with unit stride along K,
+B with unit stride along N, batches of equal shape or a 2-D operand shared by the batch, a C-contiguous
+output — and returns False for anything else, so the caller falls back to NumPy's BLAS. The kernel
+variant (rows × vectors of the register block) is chosen by the width of the product and compiled
+once per process. A constant B (weights) is packed once with `pack`: panel after panel, each K × NR
+contiguous, so the kernel streams it instead of striding across pages (which defeats the hardware
+prefetchers once the weights no longer fit in cache).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .native_pool import get_native_pool
+
+PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
+ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
+
+
+@dataclass(frozen=True)
+class GemmKernel:
+    mr: int          # rows of the register block
+    nr: int          # columns of a panel
+    address: int     # the compiled function (KernelFunction ABI)
+    fn: object       # its ctypes callable, which keeps the code alive
+
+
+@functools.cache
+def available() -> bool:
+    try:
+        from ..targets.llvm import jit
+        jit.host()
+        return True
+    except Exception:   # no usable LLVM: NumPy's BLAS does the products
+        return False
+
+
+@functools.cache
+def kernel_for(mr: int, vectors: int) -> GemmKernel:
+    from ..targets.llvm import jit
+    from ..targets.llvm.gemm import gemm_module
+    from ..targets.target import KernelFunction
+    name = f"snipjit_gemm_{mr}x{vectors}"
+    lanes = jit.host().vector_lanes(32)
+    module = jit.compile(str(gemm_module(name, mr, vectors, lanes)))
+    fn = module.cfunc(name, None, *KernelFunction.ARGTYPES)
+    return GemmKernel(mr, vectors * lanes, module.address(name), fn)
+
+
+def choose_kernel(n: int) -> GemmKernel:
+    """The register block for a product `n` columns wide: narrow products take fewer, taller vectors."""
+    from ..targets.llvm import jit
+    lanes = jit.host().vector_lanes(32)
+    wide = 4 if jit.host().has_feature("avx512f") else 2   # accumulators fill 3/4 of the registers
+    vectors = min(wide, max(1, -(-n // lanes)))
+    return kernel_for(min(12, 6 * wide // vectors), vectors)
+
+
+@dataclass(frozen=True)
+class PackedB:
+    """A constant [K, N] operand laid out panel by panel: data[p, k, :] = B[k, p*NR : (p+1)*NR]."""
+    data: np.ndarray     # [panels, K, NR], zero-padded past N
+    k: int
+    n: int
+    kernel: GemmKernel
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.k, self.n
+
+
+def pack(b: np.ndarray) -> PackedB:
+    k, n = b.shape
+    kernel = choose_kernel(n)
+    panels = -(-n // kernel.nr)
+    data = np.zeros((panels, kernel.nr, k), np.float32)
+    data.reshape(panels * kernel.nr, k)[:n] = b.T
+    return PackedB(np.ascontiguousarray(data.transpose(0, 2, 1)), k, n, kernel)
+
+
+def _rows_view(a: np.ndarray) -> tuple[int, int] | None:
+    """(rows, row stride) of a read as a matrix [rows, K] with unit stride along K, or None."""
+    if a.strides[-1] != a.itemsize:
+        return None
+    if a.ndim == 2:
+        return a.shape[0], a.strides[0] // a.itemsize
+    if a.flags.c_contiguous:
+        return math.prod(a.shape[:-1]), a.shape[-1]
+    return None
+
+
+def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
+    """out = a @ b (+ bias along the last axis), NumPy semantics; False when the layout is not taken."""
+    packed = b if isinstance(b, PackedB) else None
+    operand = b.data if packed is not None else b
+    if not available() or a.ndim < 2 or len(b.shape) < 2 or not out.flags.c_contiguous:
+        return False
+    if any(x.dtype != np.float32 for x in (a, operand, out)) or (
+            bias is not None and (bias.dtype != np.float32 or not bias.flags.c_contiguous)):
+        return False
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = out.shape[:-2]
+    if packed is not None and packed.k != k:
+        return False
+    if out.size == 0 or k == 0:   # (empty arrays have zero strides: no layout to check)
+        out[...] = 0 if bias is None else bias
+        return True
+    if packed is None and (b.strides[-1] != b.itemsize or (b.ndim > 2 and not b.flags.c_contiguous)):
+        return False
+    kernel = packed.kernel if packed is not None else choose_kernel(n)
+    if packed is not None:
+        ldb, panel_stride = kernel.nr, k * kernel.nr
+    else:
+        ldb, panel_stride = (b.strides[-2] // b.itemsize if b.ndim == 2 else n), kernel.nr
+    if len(b.shape) == 2:                                   # the batch folds into the rows of A
+        rows = _rows_view(a)
+        if rows is None:
+            return False
+        m, lda = rows
+        count, a_batch, b_batch = 1, 0, 0
+    elif a.ndim == 2 and a.strides[-1] == a.itemsize and b.shape[:-2] == batch:   # shared A
+        count, lda, a_batch, b_batch = math.prod(batch), a.strides[0] // a.itemsize, 0, k * n
+    elif a.shape[:-2] == batch == b.shape[:-2] and a.flags.c_contiguous:
+        count, lda, a_batch, b_batch = math.prod(batch), k, m * k, k * n
+    else:
+        return False
+    panels = -(-n // kernel.nr)
+    pool = get_native_pool()
+    threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
+    blocks = -(-m // kernel.mr)
+    chunks = min(blocks, max(1, -(-ITEMS_PER_THREAD * threads // (count * panels)))) if threads > 1 else 1
+    chunk_rows = -(-blocks // chunks) * kernel.mr
+    chunks = -(-m // chunk_rows)
+    ptrs = (ctypes.c_void_p * 4)(a.ctypes.data, operand.ctypes.data, out.ctypes.data,
+                                 None if bias is None else bias.ctypes.data)
+    dims = (ctypes.c_int64 * 13)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
+                                 chunks, chunk_rows)
+    items = count * panels * chunks
+    if threads > 1:
+        pool.run(kernel.address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1)
+    else:
+        kernel.fn(ptrs, dims, 0, items, None)
+    return True
