@@ -187,10 +187,10 @@ def _infer_transpose(ctx: OpContext) -> list[TensorType]:
     return [tensor(t.dtype, [t.shape[p] for p in _perm(ctx, len(t.shape))])]
 
 
-@register("Transpose", M, infer=_infer_transpose, attrs={"perm": None})
+@register("Transpose", M, infer=_infer_transpose, attrs={"perm": None}, returns_view=True)
 def transpose(ctx: OpContext, x):
     """Permute the axes (reverse them when perm is absent)."""
-    return _fresh(np.transpose(x, _perm(ctx, x.ndim)))
+    return np.transpose(x, _perm(ctx, x.ndim))
 
 
 def _block_mode(ctx: OpContext) -> str:
@@ -395,13 +395,13 @@ def _infer_slice(ctx: OpContext) -> list[TensorType]:
     return [tensor(t.dtype, out)]
 
 
-@register("Slice", M, infer=_infer_slice, inputs=(3, 5))
+@register("Slice", M, infer=_infer_slice, inputs=(3, 5), returns_view=True)
 def slice_(ctx: OpContext, data, starts, ends, axes=None, steps=None):
     """Take data[start:end:step] on each listed axis, with ONNX clamping of out-of-range bounds."""
     index = [slice(None)] * data.ndim
     for axis, start, end, step in _slice_specs(ctx, data.ndim, ints(starts), ints(ends), ints(axes), ints(steps)):
         index[axis] = _clamp_slice(data.shape[axis], start, end, step)
-    return _fresh(data[tuple(index)])
+    return data[tuple(index)]
 
 
 # ---- Gather / Scatter ----------------------------------------------------------------------------------
@@ -580,14 +580,14 @@ def _infer_expand(ctx: OpContext) -> list[TensorType]:
     return [tensor(t.dtype, [d if isinstance(d, int) and d != 1 else None for d in padded])]
 
 
-@register("Expand", M, infer=_infer_expand, inputs=2)
+@register("Expand", M, infer=_infer_expand, inputs=2, returns_view=True)
 def expand(ctx: OpContext, x, shape):
     """Broadcast x against `shape` (bidirectionally: a target dim of 1 keeps the input's)."""
     try:
         out = np.broadcast_shapes(x.shape, tuple(ints(shape)))
     except ValueError:
         raise ctx.fail(f"cannot expand shape {list(x.shape)} to {ints(shape)}") from None
-    return _fresh(np.broadcast_to(x, out))
+    return np.broadcast_to(x, out)
 
 
 def _infer_tile(ctx: OpContext) -> list[TensorType]:

@@ -81,6 +81,7 @@ class OpDef:
     outputs: tuple[int, int] = (1, 1)
     domain: str = ""
     doc: str = ""
+    view: Callable[..., np.ndarray] | None = None   # the result as a view of the input (no copy)
 
     def resolve_attrs(self, node: Node) -> dict[str, Any]:
         """The node's attributes with defaults filled in; unknown or missing ones raise OpError."""
@@ -133,16 +134,19 @@ _REGISTRY: dict[tuple[str, str], OpDef] = {}
 
 def register(name: str, category: Category, *, infer: Callable[[OpContext], list[TensorType]],
              attrs: dict[str, Any] | None = None, inputs: tuple[int, int] | int = 1,
-             outputs: tuple[int, int] | int = 1, domain: str = "") -> Callable:
-    """Decorator registering a reference kernel as op `name` (see the module docstring)."""
+             outputs: tuple[int, int] | int = 1, domain: str = "", returns_view: bool = False) -> Callable:
+    """Decorator registering a reference kernel as op `name` (see the module docstring). With
+    `returns_view`, the kernel returns a NumPy view of its input: the op's reference kernel copies it
+    (kernels never return views), and `OpDef.view` keeps it for runtimes that copy into their own memory."""
     def deco(fn: Callable) -> Callable:
         key = (domain, name)
         if key in _REGISTRY:
             raise ValueError(f"op {name} is registered twice")
-        _REGISTRY[key] = OpDef(name, category, fn, infer, dict(attrs or {}),
+        reference = (lambda ctx, *args: np.array(fn(ctx, *args), order="C")) if returns_view else fn
+        _REGISTRY[key] = OpDef(name, category, reference, infer, dict(attrs or {}),
                                inputs if isinstance(inputs, tuple) else (inputs, inputs),
                                outputs if isinstance(outputs, tuple) else (outputs, outputs),
-                               domain, (fn.__doc__ or "").strip())
+                               domain, (fn.__doc__ or "").strip(), fn if returns_view else None)
         return fn
     return deco
 

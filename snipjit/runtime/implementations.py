@@ -73,6 +73,7 @@ class ReferenceKernel(Kernel):
     def __init__(self, node: Node):
         opdef = get_op(node.op, node.domain)
         self.fn = opdef.reference
+        self.view = opdef.view
         self.ctx = opdef.context(node, with_values=False)
         self.dtypes = [o.type.dtype.np for o in node.outputs]
 
@@ -82,6 +83,12 @@ class ReferenceKernel(Kernel):
             out = np.asarray(out)
             return [out if out.dtype == self.dtypes[0] else out.astype(self.dtypes[0])]
         return [np.asarray(o).astype(dt, copy=False) for o, dt in zip(out, self.dtypes)]
+
+    def run_into(self, inputs, outputs) -> None:
+        if self.view is None:
+            super().run_into(inputs, outputs)
+        else:   # movement ops: one copy of the view into the planned output, no temporary
+            np.copyto(outputs[0], self.view(self.ctx, *inputs).reshape(outputs[0].shape), casting="unsafe")
 
 
 def build_reference(node: Node, options: dict) -> Kernel:
