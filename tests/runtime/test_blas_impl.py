@@ -162,3 +162,27 @@ def test_epilogue_of_a_small_output_computed_into_a_new_array():
     expected = snipjit.compile(graph, implementations={"reference"}).run({"x": xv})[0]
     np.testing.assert_allclose(fused.run({"x": xv})[0], expected, rtol=1e-5, atol=1e-6)
     assert next(iter(fused.program.plans().values())).modes == ["call", "call"]
+
+
+@pytest.mark.parametrize("op,inputs,consts,attrs", [
+    ("MatMul", {"a": randn(3, 37, 50)}, [randn(50, 70)], {}),                          # packed weights
+    ("MatMul", {"a": randn(2, 5, 9), "b": randn(2, 9, 33)}, [], {}),                  # batched, both fed
+    ("Gemm", {"a": randn(20, 30)}, [randn(40, 30), randn(40)], {"transB": 1}),        # bias in the kernel
+    ("Gemm", {"a": randn(30, 20)}, [randn(30, 40), randn(40)], {"transA": 1, "alpha": 0.5, "beta": 2.0}),
+    ("Conv", {"x": randn(2, 8, 9, 9)}, [randn(16, 8, 3, 3), randn(16)], {"pads": [1, 1, 1, 1]}),
+])
+def test_generated_gemm_and_numpy_blas_agree(op, inputs, consts, attrs, monkeypatch):
+    from snipjit.runtime import gemm
+    if not gemm.available():
+        pytest.skip("no LLVM JIT")
+    calls = []
+    real = gemm.matmul
+    monkeypatch.setattr(gemm, "matmul", lambda *a: calls.append(1) or real(*a))
+    graph = build(op, inputs, consts, **attrs)
+    native = snipjit.compile(graph, fuse=False, fold=False).run(inputs)[0]
+    assert calls, "the generated GEMM kernel was not used"
+    calls.clear()
+    numpy = snipjit.compile(graph, fuse=False, fold=False, gemm="numpy").run(inputs)[0]
+    assert not calls
+    np.testing.assert_allclose(native, numpy, rtol=1e-5, atol=1e-5)
+    check_against_reference(graph, inputs)
