@@ -34,7 +34,9 @@ def power_static(ctx: OpContext, x):
     return np.power(x, x.dtype.type(ctx.attrs["power"])).astype(x.dtype, copy=False)
 
 
-REDUCE_KINDS = ("sum", "max", "min", "prod", "mean")
+REDUCE_KINDS = ("sum", "max", "min", "prod", "mean", "shift_max")
+# shift_max: a row maximum used only to shift exponents (softmax): it need not carry a NaN of the row,
+# whose exp reaches the result through the sum anyway, so targets may use a plain, cheaper max.
 
 
 def _infer_reduce_last(ctx: OpContext) -> list[TensorType]:
@@ -49,6 +51,7 @@ def _infer_reduce_last(ctx: OpContext) -> list[TensorType]:
 @register("ReduceLast", Category.REDUCTION, infer=_infer_reduce_last, inputs=1, domain=DOMAIN,
           attrs={"kind": REQUIRED})
 def reduce_last(ctx: OpContext, x):
-    """The reduction of the innermost axis, kept as a size-1 dim (sum, max, min, prod or mean)."""
-    fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean}[ctx.attrs["kind"]]
+    """The reduction of the innermost axis, kept as a size-1 dim (sum, max, min, prod, mean, shift_max)."""
+    fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean,
+          "shift_max": np.max}[ctx.attrs["kind"]]
     return fn(x, axis=-1, keepdims=True).astype(x.dtype, copy=False)

@@ -1,7 +1,8 @@
 """DecomposeReductions: reductions and normalisations over the innermost axis become `ReduceLast` plus
 elementwise ops, the op set the kernel generator handles.
 
-    Softmax(x)          m = max(x); e = exp(x - m); e * (1 / sum(e))        (max-subtracted: stable)
+    Softmax(x)          m = max(x); e = exp(x - m); e * (1 / sum(e))        (max-subtracted: stable;
+                        m is a `shift_max`: a NaN of the row reaches every output through the sum)
     LogSoftmax(x)       d = x - m;  d - log(sum(exp(d)))
     LayerNorm(x, g, b)  c = x - mean(x); c * (1 / sqrt(mean(c*c) + eps)) * g + b  (two-pass variance)
     MVN(x)              c * (1 / (sqrt(mean(c*c)) + 1e-9)), as ONNX defines it
@@ -54,12 +55,12 @@ class _Emit:
 
 
 def _softmax(e: _Emit, x: Value, out: Value) -> None:
-    ex = e.op("Exp", e.op("Sub", x, e.reduce(x, "max")))
+    ex = e.op("Exp", e.op("Sub", x, e.reduce(x, "shift_max")))
     e.op("Mul", ex, e.op("Reciprocal", e.reduce(ex, "sum")), out=out)
 
 
 def _log_softmax(e: _Emit, x: Value, out: Value) -> None:
-    d = e.op("Sub", x, e.reduce(x, "max"))
+    d = e.op("Sub", x, e.reduce(x, "shift_max"))
     e.op("Sub", d, e.op("Log", e.reduce(e.op("Exp", d), "sum")), out=out)
 
 

@@ -206,7 +206,7 @@ class ReloadEmitter(Emitter):
 # ---- reductions ------------------------------------------------------------------------------------------
 _COMBINE: dict[str, str] = {
     "sum": "{0} + {1}", "mean": "{0} + {1}", "prod": "{0} * {1}",
-    "max": "vm_maximum({0}, {1})", "min": "vm_minimum({0}, {1})",
+    "max": "vm_maximum({0}, {1})", "min": "vm_minimum({0}, {1})", "shift_max": "vm_maximum({0}, {1})",
 }
 
 

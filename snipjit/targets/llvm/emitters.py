@@ -294,6 +294,8 @@ _COMBINE: dict[str, Callable[[KernelContext, ir.Value, ir.Value], ir.Value]] = {
     "prod": lambda c, a, b: c.builder.fmul(a, b),
     "max": lambda c, a, b: intrinsic(c, "llvm.maximum", a, b),
     "min": lambda c, a, b: intrinsic(c, "llvm.minimum", a, b),
+    # one vmaxps: NaN need not propagate (see REDUCE_KINDS)
+    "shift_max": lambda c, a, b: c.builder.select(c.builder.fcmp_ordered(">", a, b), a, b),
 }
 
 

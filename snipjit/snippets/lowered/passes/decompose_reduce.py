@@ -13,7 +13,8 @@ from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
 from ..memory import update_loop_ports
 
-IDENTITY = {"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf"), "prod": 1.0}
+IDENTITY = {"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf"), "prod": 1.0,
+            "shift_max": float("-inf")}
 
 
 class DecomposeReduce(LinearIRPass):

@@ -35,11 +35,11 @@ def test_softmax_accumulators_surround_their_nests():
     acc_max, acc_sum = find(lir, "Accumulate")
     h_max, h_sum = find(lir, "Horizon")
     assert (fill_max.attrs, fill_sum.attrs) == ({"value": float("-inf")}, {"value": 0.0})
-    assert acc_max.attrs == {"kind": "max", "inplace": 0} and acc_sum.attrs == {"kind": "sum", "inplace": 0}
+    assert acc_max.attrs == {"kind": "shift_max", "inplace": 0} and acc_sum.attrs == {"kind": "sum", "inplace": 0}
     assert acc_max.input_source(0) is fill_max and acc_max.input_source(1).op == "Parameter"
     assert acc_sum.input_source(0) is fill_sum and acc_sum.input_source(1) is one(lir, "Exp")
     assert h_max.input_source(0) is acc_max and h_sum.input_source(0) is acc_sum
-    assert h_max.attrs == {"kind": "max", "count": None}
+    assert h_max.attrs == {"kind": "shift_max", "count": None}
     # the reductions' consumers now read the Horizons
     assert one(lir, "Sub").input_source(1) is h_max and one(lir, "Reciprocal").input_source(0) is h_sum
     assert [e.out_descs[0].shape for e in (fill_max, acc_max, h_max)] == [(4, 1)] * 3
@@ -119,3 +119,24 @@ def test_a_nan_anywhere_in_a_row_gives_nan_for_max_and_min():
         x = np.ones((3, 33), np.float32)
         x[0, 2], x[1, 32], x[2, 17] = np.nan, np.nan, np.nan    # main part, tail, second vector
         assert np.isnan(cm.run({"x": x})[0]).all(), kind
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_rows_with_nan_and_infinities_match_the_reference(op):
+    """The shift max may drop a NaN: the row's NaN still reaches every output through the sum."""
+    text = f"""graph(x: f32[6,n]) -> [z] {{
+      [z] = {op}(x) {{axis=-1}}
+    }}"""
+    graph = snipjit.parse_graph(text)
+    fused = snipjit.compile(graph, **checked_if_possible())
+    reference = snipjit.compile(graph, implementations={"reference"})
+    assert [s.kind for s in fused.plan] == ["snippet"]
+    for n in (5, 16, 33):
+        x = np.random.default_rng(n).standard_normal((6, n)).astype(np.float32)
+        x[0, n // 2] = np.nan                    # NaN inside
+        x[1, n - 1] = np.nan                     # NaN in the tail lanes
+        x[2, 0] = np.inf                         # +inf: a NaN row
+        x[3, :] = -np.inf                        # all -inf: a NaN row
+        x[4, 1 % n] = -np.inf                    # one -inf: exp gives 0
+        np.testing.assert_array_equal(np.isnan(fused.run({"x": x})[0]), np.isnan(reference.run({"x": x})[0]))
+        np.testing.assert_allclose(fused.run({"x": x})[0], reference.run({"x": x})[0], rtol=1e-5, atol=1e-6)
