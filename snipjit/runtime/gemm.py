@@ -20,6 +20,8 @@ import numpy as np
 from .native_pool import get_native_pool
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
+MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
+PACK_MIN_BYTES = 1 << 19               # a B operand this large is packed panel by panel as it is used
 ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
 
 
@@ -131,6 +133,8 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
         count, lda, a_batch, b_batch = math.prod(batch), k, m * k, k * n
     else:
         return False
+    if m < MIN_ROWS:   # a row or two (depthwise convs, vector products): NumPy wastes nothing on them
+        return False
     panels = -(-n // kernel.nr)
     pool = get_native_pool()
     threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
@@ -140,11 +144,15 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
     chunks = -(-m // chunk_rows)
     ptrs = (ctypes.c_void_p * 4)(a.ctypes.data, operand.ctypes.data, out.ctypes.data,
                                  None if bias is None else bias.ctypes.data)
-    dims = (ctypes.c_int64 * 13)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
-                                 chunks, chunk_rows)
+    pack = packed is None and k * ldb * 4 >= PACK_MIN_BYTES
+    dims = (ctypes.c_int64 * 14)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
+                                 chunks, chunk_rows, int(pack))
     items = count * panels * chunks
+    stride = k * kernel.nr * 4 + 64 if pack else 0
+    scratch = np.empty(stride * threads + 64, np.uint8) if pack else None
+    base = (scratch.ctypes.data + 63) // 64 * 64 if pack else 0
     if threads > 1:
-        pool.run(kernel.address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1)
+        pool.run(kernel.address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, base, stride)
     else:
-        kernel.fn(ptrs, dims, 0, items, None)
+        kernel.fn(ptrs, dims, 0, items, base or None)
     return True

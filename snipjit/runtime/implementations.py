@@ -88,7 +88,10 @@ class ReferenceKernel(Kernel):
         if self.view is None:
             super().run_into(inputs, outputs)
         else:   # movement ops: one copy of the view into the planned output, no temporary
-            np.copyto(outputs[0], self.view(self.ctx, *inputs).reshape(outputs[0].shape), casting="unsafe")
+            from .strided_copy import copy_into
+            view = self.view(self.ctx, *inputs)
+            if not copy_into(view, outputs[0]):
+                np.copyto(outputs[0], view.reshape(outputs[0].shape), casting="unsafe")
 
 
 def build_reference(node: Node, options: dict) -> Kernel:

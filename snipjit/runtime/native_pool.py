@@ -10,7 +10,8 @@ this pool runs them without Python in the loop. Its code is a small LLVM module 
 - `pool_run` publishes a job (function, arguments, domain size, grain, per-thread scratchpads), bumps
   the generation, wakes sleepers, works on the domain itself, and returns when every worker checked in;
   chunks of `grain` iterations are claimed with an atomic counter, so a slow core takes fewer;
-- one launch at a time: a launch finding the pool busy (another request's thread) runs inline.
+- one launch at a time: a launch finding the pool busy (another request's thread) runs inline;
+- while the Python pool works, idle workers are parked (sleep without spinning), not competing with it.
 
 Linux only (futex); elsewhere `get_native_pool()` returns None and callers use the Python pool.
 """
@@ -27,7 +28,7 @@ from .thread_pool import default_threads
 SPIN_ROUNDS = 1 << 16   # `pause`s a worker spins (roughly a millisecond) before it sleeps
 
 # State: i64 words, each group on its own cache line.
-GEN, BUSY, NEXT, DONE, SLEEPERS, STOP = 0, 8, 16, 24, 32, 40
+GEN, BUSY, NEXT, DONE, SLEEPERS, STOP, PARK = 0, 8, 16, 24, 32, 40, 41
 FN, PTRS, DIMS, TOTAL, GRAIN, SCRATCH, STRIDE, SYSCALL = 48, 49, 50, 51, 52, 53, 54, 55
 STATE_WORDS = 56
 
@@ -89,6 +90,7 @@ entry:
   %stopp = getelementptr i64, ptr %s, i64 {word('STOP')}
   %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
   %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
+  %parkp = getelementptr i64, ptr %s, i64 {word('PARK')}
   br label %idle
 idle:
   ; generation 0 is the state's initial value: a job published before this worker started still counts
@@ -104,7 +106,10 @@ check_stop:
   %stopping = icmp ne i64 %stop, 0
   br i1 %stopping, label %exit, label %maybe_sleep
 maybe_sleep:
-  %tired = icmp sge i64 %rounds, {SPIN_ROUNDS}
+  %spun = icmp sge i64 %rounds, {SPIN_ROUNDS}
+  %park = load atomic i64, ptr %parkp monotonic, align 8
+  %parked = icmp ne i64 %park, 0
+  %tired = or i1 %spun, %parked
   br i1 %tired, label %sleep, label %pause
 pause:
   call void @llvm.x86.sse2.pause()
@@ -222,6 +227,11 @@ class NativePool:
         return bool(self._run(ctypes.addressof(self._state), fn, ptrs, dims, total, grain, scratch,
                               stride, len(self._workers)))
 
+    def park(self, parked: bool) -> None:
+        """While parked, idle workers sleep at once instead of spinning: other threads (the Python pool's)
+        get the cores."""
+        self._state[PARK] = int(parked)
+
     def close(self) -> None:
         """Stop the workers (at exit): they return from their native loop."""
         self._state[STOP] = 1
@@ -242,6 +252,11 @@ def _supported() -> bool:
 
 
 _pool: NativePool | None = None
+
+
+def existing_native_pool() -> NativePool | None:
+    """The native pool if one was started (never starts one)."""
+    return _pool
 
 
 def get_native_pool() -> NativePool | None:

@@ -46,6 +46,10 @@ class ThreadPool:
             fn(0, total)   # tiny work, one thread, or the workers are busy with another request
             return
         started = 0
+        from .native_pool import existing_native_pool
+        native = existing_native_pool()
+        if native is not None:
+            native.park(True)   # its idle workers would spin on the cores these threads need
         try:
             bounds = [total * k // n for k in range(n + 1)]
             for i in range(1, n):
@@ -58,6 +62,8 @@ class ThreadPool:
         finally:
             for i in range(1, started + 1):   # even when our own chunk failed: the workers finish first
                 self._done[i].wait()
+            if native is not None:
+                native.park(False)
             self._lock.release()
         for i in range(1, n):
             if self._errors[i] is not None:

@@ -21,7 +21,7 @@ def randn(rng, *shape):
 
 
 @settings(max_examples=60, deadline=None)
-@given(m=st.integers(1, 70), k=st.integers(1, 70), n=st.integers(1, 150), bias=st.booleans(),
+@given(m=st.integers(gemm.MIN_ROWS, 70), k=st.integers(1, 70), n=st.integers(1, 150), bias=st.booleans(),
        packed=st.booleans(), seed=st.integers(0, 2**16))
 def test_matrix_products_of_odd_shapes(m, k, n, bias, packed, seed):
     rng = np.random.default_rng(seed)
@@ -59,6 +59,18 @@ def test_layouts_the_kernel_does_not_read_are_refused():
     assert not gemm.matmul(randn(rng, 20, 10).T, randn(rng, 20, 30), out)        # A column-strided
     assert not gemm.matmul(randn(rng, 10, 20).astype(np.float64), randn(rng, 20, 30), out)
     assert not gemm.matmul(randn(rng, 10, 20), gemm.pack(randn(rng, 21, 30)), out)   # K differs
+
+
+def test_products_of_fewer_rows_than_a_register_block_needs_are_refused():
+    rng = np.random.default_rng(6)
+    assert not gemm.matmul(randn(rng, gemm.MIN_ROWS - 1, 8), randn(rng, 8, 40), np.empty((gemm.MIN_ROWS - 1, 40), np.float32))
+
+
+def test_large_row_major_b_is_packed_panel_by_panel_as_it_is_used():
+    rng = np.random.default_rng(7)
+    k = gemm.PACK_MIN_BYTES // (4 * 300) + 1   # B of K x 300 floats reaches the packing size
+    check(randn(rng, 50, k), randn(rng, k, 300), randn(rng, 300))
+    check(randn(rng, 3, 50, k), randn(rng, 3, k, 300))   # and batched, over threads
 
 
 def test_empty_dimensions():

@@ -7,9 +7,10 @@ chunk of one panel of one batch entry (chunks fastest, so neighbouring items sha
 B, MR broadcasts of A, MR × vectors FMAs (6 × 4 on AVX-512: 24 of the 32 registers accumulate).
 
 - ptrs: A, B, C, bias (null: none; else one value per column, added before the store)
-- dims: M, K, N, lda, ldb, b_panel_stride, ldc, panels, a_batch, b_batch, c_batch, chunks, chunk_rows
-  (strides in elements; b_panel_stride is NR for a row-major B, or K*NR for B packed panel by panel;
-  chunk_rows a multiple of MR)
+- dims: M, K, N, lda, ldb, b_panel_stride, ldc, panels, a_batch, b_batch, c_batch, chunks, chunk_rows,
+  pack (strides in elements; b_panel_stride is NR for a row-major B, or K*NR for B packed panel by
+  panel; chunk_rows a multiple of MR; pack != 0: each work item first copies its K × NR panel of B
+  into the thread's scratchpad, so the FMA loop streams it instead of striding across pages)
 
 Edge handling without extra code paths: the last panel loads and stores under a lane mask (columns
 beyond N are never touched), and a last row block shorter than MR clamps its rows to M-1 — the
@@ -19,51 +20,42 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .counted_loop import I64, CountedLoop, i64 as _c
+
 F32 = ir.FloatType()
-I64 = ir.IntType(64)
 I32 = ir.IntType(32)
 I1 = ir.IntType(1)
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
-        "chunks", "chunk_rows")
+        "chunks", "chunk_rows", "pack")
 
 
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I64, v)
-
-
-class _Loop:
-    """A counted loop `for i in [start, stop) step` whose body the caller emits between enter/leave."""
-
-    def __init__(self, b: ir.IRBuilder, name: str, start, stop, step: int):
-        self.b, self.step = b, step
-        fn = b.function
-        self.head = fn.append_basic_block(f"{name}.head")
-        self.body = fn.append_basic_block(f"{name}.body")
-        self.exit = fn.append_basic_block(f"{name}.exit")
-        self.entry = b.block
-        b.branch(self.head)
-        b.position_at_end(self.head)
-        self.index = b.phi(I64, name)
-        self.index.add_incoming(start, self.entry)
-        self.stop = stop
-
-    def phi(self, typ, initial) -> ir.PhiInstr:
-        """A value carried around the loop, starting at `initial` (call before `enter`)."""
-        phi = self.b.phi(typ)
-        phi.add_incoming(initial, self.entry)
-        return phi
-
-    def enter(self) -> None:
-        self.b.cbranch(self.b.icmp_signed("<", self.index, self.stop), self.body, self.exit)
-        self.b.position_at_end(self.body)
-
-    def leave(self, carried: list[tuple[ir.PhiInstr, ir.Value]] = ()) -> None:
-        b = self.b
-        self.index.add_incoming(b.add(self.index, _c(self.step)), b.block)
-        for phi, value in carried:
-            phi.add_incoming(value, b.block)
-        b.branch(self.head)
-        b.position_at_end(self.exit)
+def _pack_panel(b: ir.IRBuilder, d: dict, panel, scratch, masks, load, vec, lanes: int, nr: int):
+    """When dims["pack"] is set, copy the K × NR panel at `panel` (row stride ldb, lanes past N as 0)
+    to `scratch`; returns where the FMA loop reads B and its row stride."""
+    fn = b.function
+    start = b.block
+    copy, done = fn.append_basic_block("pack"), fn.append_basic_block("packed")
+    b.cbranch(b.icmp_signed("!=", d["pack"], _c(0)), copy, done)
+    b.position_at_end(copy)
+    rows = CountedLoop(b, "pack.k", _c(0), d["K"], 1)
+    rows.enter()
+    src = b.gep(panel, [b.mul(rows.index, d["ldb"])], source_etype=F32)
+    dst = b.gep(scratch, [b.mul(rows.index, _c(nr))], source_etype=F32)
+    for v, mask in enumerate(masks):
+        value = b.call(load, [b.gep(src, [_c(v * lanes)], source_etype=F32), ir.Constant(I32, 4), mask,
+                              ir.Constant(vec, None)])
+        b.store(value, b.gep(dst, [_c(v * lanes)], source_etype=F32), align=4)
+    rows.leave()
+    copied = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    base = b.phi(ir.PointerType())
+    base.add_incoming(panel, start)
+    base.add_incoming(scratch, copied)
+    stride = b.phi(I64)
+    stride.add_incoming(d["ldb"], start)
+    stride.add_incoming(_c(nr), copied)
+    return base, stride
 
 
 def gemm_module(name: str, mr: int, vectors: int, lanes: int) -> ir.Module:
@@ -80,7 +72,7 @@ def gemm_module(name: str, mr: int, vectors: int, lanes: int) -> ir.Module:
     store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
                         f"llvm.masked.store.v{lanes}f32.p0")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    ptrs, dims, begin, end, _ = fn.args
+    ptrs, dims, begin, end, scratch = fn.args
     A, B, C, bias = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr) for i in range(4))
     d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
@@ -94,7 +86,7 @@ def gemm_module(name: str, mr: int, vectors: int, lanes: int) -> ir.Module:
     def at(base, index):
         return b.gep(base, [index], source_etype=F32)
 
-    work = _Loop(b, "work", begin, end, 1)
+    work = CountedLoop(b, "work", begin, end, 1)
     work.enter()
     per_batch = b.mul(d["panels"], d["chunks"])
     batch = b.sdiv(work.index, per_batch)
@@ -108,12 +100,13 @@ def gemm_module(name: str, mr: int, vectors: int, lanes: int) -> ir.Module:
     c_base = at(C, b.add(b.mul(batch, d["c_batch"]), n0))
     left = b.sub(d["N"], n0)
     masks = [b.icmp_signed("<", lane_ids, splat(b.sub(left, _c(v * lanes)), I64)) for v in range(vectors)]
+    b_base, ldb = _pack_panel(b, d, b_base, scratch, masks, load, vec, lanes, nr)
     bias_masks = [b.and_(m, splat(has_bias, I1)) for m in masks]
     initial = [b.call(load, [at(bias, b.add(n0, _c(v * lanes))), ir.Constant(I32, 4), bias_masks[v], zero])
                for v in range(vectors)]
     last_row = b.sub(d["M"], _c(1))
 
-    rows = _Loop(b, "rows", first_row, rows_end, mr)
+    rows = CountedLoop(b, "rows", first_row, rows_end, mr)
     rows.enter()
     row_index = []
     for j in range(mr):
@@ -121,10 +114,10 @@ def gemm_module(name: str, mr: int, vectors: int, lanes: int) -> ir.Module:
         row_index.append(b.select(b.icmp_signed("<", r, d["M"]), r, last_row))
     a_rows = [at(a_base, b.mul(r, d["lda"])) for r in row_index]
 
-    ks = _Loop(b, "k", _c(0), d["K"], 1)
+    ks = CountedLoop(b, "k", _c(0), d["K"], 1)
     acc = [[ks.phi(vec, initial[v]) for v in range(vectors)] for _ in range(mr)]
     ks.enter()
-    b_row = at(b_base, b.mul(ks.index, d["ldb"]))
+    b_row = at(b_base, b.mul(ks.index, ldb))
     bv = [b.call(load, [at(b_row, _c(v * lanes)), ir.Constant(I32, 4), masks[v], zero]) for v in range(vectors)]
     updated = []
     for j in range(mr):

@@ -1,0 +1,53 @@
+"""A strided copy kernel: dst (C-contiguous) = src seen through any strides — the data movement of
+Transpose, Slice and Expand, which NumPy expresses as views.
+
+Shapes are collapsed to 4 dims by the caller. A work item is one innermost row (`KernelFunction` ABI,
+so the row range splits over the native pool): rows whose source is contiguous copy vector by vector,
+the others element by element.
+
+- ptrs: src, dst
+- dims: n0, n1, n2, n3, s0, s1, s2, s3 (source strides in elements; the destination is dense)
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .counted_loop import I64, CountedLoop, i64 as _c
+
+
+def copy_module(name: str, element_bytes: int) -> ir.Module:
+    """The module defining kernel `name`, copying elements of `element_bytes` bytes."""
+    elem = ir.IntType(8 * element_bytes)
+    module = ir.Module(name)
+    ptr = ir.PointerType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ptrs, dims, begin, end, _ = fn.args
+    src, dst = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr) for i in range(2))
+    n0, n1, n2, n3, s0, s1, s2, s3 = (b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i in range(8))
+    contiguous = b.icmp_signed("==", s3, _c(1))
+
+    rows = CountedLoop(b, "row", begin, end, 1)
+    rows.enter()
+    i2 = b.srem(rows.index, n2)
+    i1 = b.srem(b.sdiv(rows.index, n2), n1)
+    i0 = b.sdiv(rows.index, b.mul(n1, n2))
+    start = b.add(b.add(b.mul(i0, s0), b.mul(i1, s1)), b.mul(i2, s2))
+    src_row = b.gep(src, [start], source_etype=elem)
+    dst_row = b.gep(dst, [b.mul(rows.index, n3)], source_etype=elem)
+    dense, strided, joined = (fn.append_basic_block(n) for n in ("dense", "strided", "joined"))
+    b.cbranch(contiguous, dense, strided)
+
+    for block, stride in ((dense, None), (strided, s3)):
+        b.position_at_end(block)
+        cols = CountedLoop(b, "col", _c(0), n3, 1)
+        cols.enter()
+        at = cols.index if stride is None else b.mul(cols.index, stride)
+        value = b.load(b.gep(src_row, [at], source_etype=elem), typ=elem)
+        b.store(value, b.gep(dst_row, [cols.index], source_etype=elem))
+        cols.leave()
+        b.branch(joined)
+    b.position_at_end(joined)
+    rows.leave()
+    b.ret_void()
+    return module

@@ -1,0 +1,45 @@
+"""A counted loop for hand-built LLVM kernels (GEMM, strided copy): `for i in [start, stop) step`."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+I64 = ir.IntType(64)
+
+
+def i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+class CountedLoop:
+    """The caller emits the body between `enter` and `leave`; `phi` adds values carried around it."""
+
+    def __init__(self, b: ir.IRBuilder, name: str, start, stop, step: int):
+        self.b, self.step = b, step
+        fn = b.function
+        self.head = fn.append_basic_block(f"{name}.head")
+        self.body = fn.append_basic_block(f"{name}.body")
+        self.exit = fn.append_basic_block(f"{name}.exit")
+        self.entry = b.block
+        b.branch(self.head)
+        b.position_at_end(self.head)
+        self.index = b.phi(I64, name)
+        self.index.add_incoming(start, self.entry)
+        self.stop = stop
+
+    def phi(self, typ, initial) -> ir.PhiInstr:
+        """A value carried around the loop, starting at `initial` (call before `enter`)."""
+        phi = self.b.phi(typ)
+        phi.add_incoming(initial, self.entry)
+        return phi
+
+    def enter(self) -> None:
+        self.b.cbranch(self.b.icmp_signed("<", self.index, self.stop), self.body, self.exit)
+        self.b.position_at_end(self.body)
+
+    def leave(self, carried: list[tuple[ir.PhiInstr, ir.Value]] = ()) -> None:
+        b = self.b
+        self.index.add_incoming(b.add(self.index, i64(self.step)), b.block)
+        for phi, value in carried:
+            phi.add_incoming(value, b.block)
+        b.branch(self.head)
+        b.position_at_end(self.exit)
