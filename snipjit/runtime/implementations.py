@@ -13,6 +13,7 @@ import numpy as np
 
 from ..ir.graph import Node
 from ..ops import get_op
+from .strided_copy import copy_into
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,6 @@ class ReferenceKernel(Kernel):
         if self.view is None:
             super().run_into(inputs, outputs)
         else:   # movement ops: one copy of the view into the planned output, no temporary
-            from .strided_copy import copy_into
             view = self.view(self.ctx, *inputs)
             if not copy_into(view, outputs[0]):
                 np.copyto(outputs[0], view.reshape(outputs[0].shape), casting="unsafe")

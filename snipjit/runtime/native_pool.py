@@ -263,6 +263,8 @@ def get_native_pool() -> NativePool | None:
     """The process's native pool (created on first use), or None where it is not supported or there is
     one thread only."""
     global _pool
+    if _pool is not None:
+        return _pool
     if not _supported() or default_threads() < 2:
         return None
     with _lock:

@@ -38,15 +38,33 @@ def copy_module(name: str, element_bytes: int) -> ir.Module:
     dense, strided, joined = (fn.append_basic_block(n) for n in ("dense", "strided", "joined"))
     b.cbranch(contiguous, dense, strided)
 
-    for block, stride in ((dense, None), (strided, s3)):
-        b.position_at_end(block)
-        cols = CountedLoop(b, "col", _c(0), n3, 1)
-        cols.enter()
-        at = cols.index if stride is None else b.mul(cols.index, stride)
-        value = b.load(b.gep(src_row, [at], source_etype=elem), typ=elem)
-        b.store(value, b.gep(dst_row, [cols.index], source_etype=elem))
-        cols.leave()
-        b.branch(joined)
+    # dense rows: 64-byte vectors, the last one under a lane mask
+    b.position_at_end(dense)
+    lanes = 64 // element_bytes
+    vec, mask_t = ir.VectorType(elem, lanes), ir.VectorType(ir.IntType(1), lanes)
+    suffix = f"v{lanes}i{8 * element_bytes}.p0"
+    load = ir.Function(module, ir.FunctionType(vec, [ptr, ir.IntType(32), mask_t, vec]), f"llvm.masked.load.{suffix}")
+    store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, ir.IntType(32), mask_t]),
+                        f"llvm.masked.store.{suffix}")
+    lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    cols = CountedLoop(b, "vcol", _c(0), n3, lanes)
+    cols.enter()
+    left = b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), b.sub(n3, cols.index), ir.Constant(ir.IntType(32), 0))
+    left = b.shuffle_vector(left, left, ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    mask = b.icmp_signed("<", lane_ids, left)
+    align = ir.Constant(ir.IntType(32), element_bytes)
+    value = b.call(load, [b.gep(src_row, [cols.index], source_etype=elem), align, mask, ir.Constant(vec, None)])
+    b.call(store, [value, b.gep(dst_row, [cols.index], source_etype=elem), align, mask])
+    cols.leave()
+    b.branch(joined)
+
+    b.position_at_end(strided)
+    cols = CountedLoop(b, "col", _c(0), n3, 1)
+    cols.enter()
+    value = b.load(b.gep(src_row, [b.mul(cols.index, s3)], source_etype=elem), typ=elem)
+    b.store(value, b.gep(dst_row, [cols.index], source_etype=elem))
+    cols.leave()
+    b.branch(joined)
     b.position_at_end(joined)
     rows.leave()
     b.ret_void()
