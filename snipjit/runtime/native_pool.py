@@ -39,6 +39,15 @@ def _module_source() -> str:
     def word(name: str) -> str:
         return str(w[name])
 
+    # the published job: state word, IR value, type (the worker's scratch base is %scratch0)
+    job = [("FN", "fn", "ptr"), ("PTRS", "ptrs", "ptr"), ("DIMS", "dims", "ptr"), ("TOTAL", "total", "i64"),
+           ("GRAIN", "grain", "i64"), ("SCRATCH", "scratch", "ptr"), ("STRIDE", "stride", "i64")]
+    job_loads = "\n".join(
+        f"  %{v}p = getelementptr i64, ptr %s, i64 {w[f]}\n  %{v}{'0' if v == 'scratch' else ''} = load {t}, ptr %{v}p"
+        for f, v, t in job)
+    job_stores = "\n".join(f"  %{v}p = getelementptr i64, ptr %s, i64 {w[f]}\n  store {t} %{v}, ptr %{v}p"
+                            for f, v, t in job)
+
     return f"""
 declare void @llvm.x86.sse2.pause()
 
@@ -52,20 +61,7 @@ define private void @futex(ptr %s, i64 %op, i64 %val) {{
 
 define private void @work(ptr %s, i64 %tid) {{
 entry:
-  %fnp = getelementptr i64, ptr %s, i64 {word('FN')}
-  %fn = load ptr, ptr %fnp
-  %ptrsp = getelementptr i64, ptr %s, i64 {word('PTRS')}
-  %ptrs = load ptr, ptr %ptrsp
-  %dimsp = getelementptr i64, ptr %s, i64 {word('DIMS')}
-  %dims = load ptr, ptr %dimsp
-  %totalp = getelementptr i64, ptr %s, i64 {word('TOTAL')}
-  %total = load i64, ptr %totalp
-  %grainp = getelementptr i64, ptr %s, i64 {word('GRAIN')}
-  %grain = load i64, ptr %grainp
-  %scratchp = getelementptr i64, ptr %s, i64 {word('SCRATCH')}
-  %scratch0 = load ptr, ptr %scratchp
-  %stridep = getelementptr i64, ptr %s, i64 {word('STRIDE')}
-  %stride = load i64, ptr %stridep
+{job_loads}
   %offset = mul i64 %tid, %stride
   %scratch = getelementptr i8, ptr %scratch0, i64 %offset
   %nextp = getelementptr i64, ptr %s, i64 {word('NEXT')}
@@ -149,20 +145,7 @@ inline:
   call void %fn(ptr %ptrs, ptr %dims, i64 0, i64 %total, ptr %scratch)
   ret i64 0
 publish:
-  %fnp = getelementptr i64, ptr %s, i64 {word('FN')}
-  store ptr %fn, ptr %fnp
-  %ptrsp = getelementptr i64, ptr %s, i64 {word('PTRS')}
-  store ptr %ptrs, ptr %ptrsp
-  %dimsp = getelementptr i64, ptr %s, i64 {word('DIMS')}
-  store ptr %dims, ptr %dimsp
-  %totalp = getelementptr i64, ptr %s, i64 {word('TOTAL')}
-  store i64 %total, ptr %totalp
-  %grainp = getelementptr i64, ptr %s, i64 {word('GRAIN')}
-  store i64 %grain, ptr %grainp
-  %scratchp = getelementptr i64, ptr %s, i64 {word('SCRATCH')}
-  store ptr %scratch, ptr %scratchp
-  %stridep = getelementptr i64, ptr %s, i64 {word('STRIDE')}
-  store i64 %stride, ptr %stridep
+{job_stores}
   %nextp = getelementptr i64, ptr %s, i64 {word('NEXT')}
   store atomic i64 0, ptr %nextp monotonic, align 8
   %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
