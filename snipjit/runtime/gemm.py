@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .memory_planner import aligned_empty
 from .native_pool import get_native_pool
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
@@ -84,9 +85,12 @@ def pack(b: np.ndarray) -> PackedB:
     k, n = b.shape
     kernel = choose_kernel(n, k)
     panels = -(-n // kernel.nr)
-    data = np.zeros((panels, kernel.nr, k), np.float32)
-    data.reshape(panels * kernel.nr, k)[:n] = b.T
-    return PackedB(np.ascontiguousarray(data.transpose(0, 2, 1)), k, n, kernel)
+    data = aligned_empty(panels * k * kernel.nr * 4).view(np.float32).reshape(panels, k, kernel.nr)
+    data[:, :, :] = 0
+    for p in range(panels):
+        columns = b[:, p * kernel.nr:(p + 1) * kernel.nr]
+        data[p, :, :columns.shape[1]] = columns
+    return PackedB(data, k, n, kernel)
 
 
 def _rows_view(a: np.ndarray) -> tuple[int, int] | None:
@@ -152,8 +156,8 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
                                  chunks, chunk_rows, int(pack))
     items = count * panels * chunks
     stride = k * kernel.nr * 4 + 64 if pack else 0
-    scratch = np.empty(stride * threads + 64, np.uint8) if pack else None
-    base = (scratch.ctypes.data + 63) // 64 * 64 if pack else 0
+    scratch = aligned_empty(stride * threads) if pack else None
+    base = scratch.ctypes.data if pack else 0
     if threads > 1:
         pool.run(kernel.address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, base, stride)
     else:

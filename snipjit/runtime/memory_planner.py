@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 ALIGNMENT = 64
+
+
+def aligned_empty(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
+    """Uninitialised bytes whose first address is a multiple of `alignment`. NumPy only guarantees 16:
+    a buffer 16 or 48 bytes off a cache line makes every vector access straddle two lines."""
+    raw = np.empty(nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    return raw[start:start + nbytes]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ..ops.registry import OpError
 from . import blas_threads
 from .errors import ExecutionError
 from .feeds import FeedError, check_feeds
+from .memory_planner import aligned_empty
 from .profile import Profile, StepCounters
 from .program import Program, ResolvedPlan
 
@@ -124,7 +125,7 @@ class Request:
     def _bind(self, arrays: list[np.ndarray]) -> BoundPlan:
         p = self.program
         plan = p.plan_for([TensorType.of(a.dtype, a.shape) for a in arrays])
-        arena = np.empty(plan.memory.arena_size, np.uint8)
+        arena = aligned_empty(plan.memory.arena_size)
         slots: list = [None] * p.num_slots
         for s, data in p.constants:
             slots[s] = data
@@ -173,7 +174,7 @@ class Request:
         old = self._last_outputs.get(slot)
         if old is not None and sys.getrefcount(old) <= 3 and old.shape == t.shape and old.dtype == t.dtype.np:
             return old
-        return np.empty(t.shape, t.dtype.np)
+        return np.empty(t.shape, t.dtype.np)   # owns its memory: the refcount test above relies on it
 
     def _caller_buffers(self, outputs: Mapping[str, np.ndarray] | None, plan: ResolvedPlan) -> dict[int, np.ndarray]:
         """Caller buffers that outputs can be computed into directly (others are copied at the end)."""

@@ -24,6 +24,7 @@ from .dumps import PassDumper, dump_dir
 from .errors import KernelBoundsError
 from .kernel_cache import cache_key, get_kernel_cache
 from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
+from .memory_planner import aligned_empty
 from .native_pool import get_native_pool
 from .thread_pool import get_pool
 
@@ -206,7 +207,7 @@ class BoundLaunch:
         if self.native is not None:   # addresses and per-thread scratchpads fixed once
             self.fn_address = ctypes.cast(kernel.fn, ctypes.c_void_p).value
             self.stride = -(-self.scratch_bytes // 64) * 64
-            self.scratch = np.empty(self.stride * self.native.threads + 64, np.uint8) if self.stride else None
+            self.scratch = aligned_empty(self.stride * self.native.threads) if self.stride else None
             self.args = (ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.domain, 0,
                          self.scratch.ctypes.data if self.stride else 0, self.stride)
 
@@ -238,7 +239,7 @@ def launch_parallel(fn, ptrs, dims, domain: int, scratch_bytes: int, scratchpad)
         get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, scratchpad(scratch_bytes)), domain)
         return
     stride = -(-scratch_bytes // 64) * 64
-    scratch = np.empty(stride * native.threads + 64, np.uint8) if stride else None
+    scratch = aligned_empty(stride * native.threads) if stride else None
     native.run(ctypes.cast(fn, ctypes.c_void_p).value, ctypes.addressof(ptrs), ctypes.addressof(dims), domain,
                0, scratch.ctypes.data if stride else 0, stride)
 
