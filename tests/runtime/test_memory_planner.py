@@ -142,7 +142,7 @@ def test_random_sets_are_valid_and_within_bounds(specs):
     assert plan.total_size == sum(aligned(r.size) for r in requests)
 
 
-@pytest.mark.parametrize("nbytes", [0, 1, 63, 64, 1000, 1 << 20])
+@pytest.mark.parametrize("nbytes", [1, 63, 64, 1000, 1 << 20])
 def test_aligned_buffers_start_on_a_cache_line(nbytes):
     from snipjit.runtime.memory_planner import ALIGNMENT, aligned_empty
     for _ in range(8):   # NumPy's own allocations land 16 bytes apart: several tries cover the offsets
