@@ -41,6 +41,18 @@ class TensorType:
         return f"{self.dtype}{shape_str(self.shape)}"
 
 
+def held_placeholder(data: np.ndarray) -> np.ndarray:
+    """A read-only stand-in for a constant whose bytes were released because every kernel reading it
+    keeps its own form (packed weights): same dtype and shape, no memory, NaN (or the dtype's largest
+    value) everywhere, so a reader that should not exist gets loud results, not plausible ones."""
+    fill = np.nan if np.issubdtype(data.dtype, np.floating) else np.iinfo(data.dtype).max
+    return np.broadcast_to(np.array(fill, dtype=data.dtype), data.shape)
+
+
+def is_held_placeholder(data: np.ndarray) -> bool:
+    return data.size > 1 and not data.flags.writeable and not any(data.strides)
+
+
 class Value:
     """A logical tensor: produced by one node (or a graph input, or a constant with `data`)."""
 

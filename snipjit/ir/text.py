@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import BY_NAME
-from .graph import Graph, GraphError, Node, TensorType, Value
+from .graph import Graph, GraphError, Node, TensorType, Value, is_held_placeholder
 from .shape import make_shape, shape_str
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
@@ -52,6 +52,8 @@ def _scalar(x) -> str:
 
 
 def _array(arr: np.ndarray, max_elems: int | None) -> str:
+    if is_held_placeholder(arr):
+        return "<held by its kernels>"
     if max_elems is not None and arr.size > max_elems:
         return "<elided>"
     if arr.ndim == 0:

@@ -62,11 +62,15 @@ class BlasKernel(Kernel):
     def __call__(self, inputs):
         """Outputs whose shape was not planned: computed into a new array."""
         a, b = inputs[0], inputs[1]
+        if self.node.op == "MatMul" and self.packed is not None and a.ndim >= 2:
+            y = np.empty(a.shape[:-1] + (self.packed.n,), np.float32)
+            self._apply_epilogue(y, self._matmul(inputs, y))
+            return [y]
         if self.node.op == "MatMul":
             y = np.matmul(a, b)
         elif self.node.op == "Gemm":
-            y = np.empty((a.shape[1] if self.attrs["transA"] else a.shape[0],
-                          b.shape[0] if self.attrs["transB"] else b.shape[1]), np.float32)
+            n = self.packed.n if self.packed is not None else b.shape[0] if self.attrs["transB"] else b.shape[1]
+            y = np.empty((a.shape[1] if self.attrs["transA"] else a.shape[0], n), np.float32)
             self._gemm(inputs, y)
         else:
             y = np.ascontiguousarray(self.reference(inputs)[0])
@@ -97,16 +101,25 @@ class BlasKernel(Kernel):
             return None
         return gemm.pack(w.data.T if self.node.op == "Gemm" and self.attrs["transB"] else w.data)
 
+    def holds_input(self, index: int) -> bool:
+        """Whether the kernel keeps its own copy of constant input `index` (the packed weights) and never
+        reads the array it is given: the program may then release the original."""
+        return index == 1 and self.packed is not None
+
     def _product(self, a: np.ndarray, b: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
                  packed: gemm.PackedB | None = None) -> bool:
-        """y = a @ b (+ bias), with `packed` standing for b when given; whether the bias was added."""
+        """y = a @ b (+ bias), with `packed` standing for b when given (b is then not read); whether the
+        bias was added."""
         if self.native and gemm.matmul(a, packed if packed is not None else b, y, bias):
             return bias is not None
-        parallel_matmul(a, b, y)
+        parallel_matmul(a, b if packed is None else packed.unpack(), y)
         return False
 
     def _matmul(self, inputs, y) -> int:
         a, b = inputs
+        if a.ndim < 2 and self.packed is not None:
+            np.copyto(y, np.matmul(a, self.packed.unpack()))
+            return 0
         if a.ndim < 2 or b.ndim < 2:
             np.copyto(y, np.matmul(a, b))
             return 0
@@ -116,7 +129,7 @@ class BlasKernel(Kernel):
         a, b = inputs[0], inputs[1]
         c = inputs[2] if len(inputs) > 2 else None
         a = a.T if self.attrs["transA"] else a
-        b = b.T if self.attrs["transB"] else b
+        b = b.T if self.attrs["transB"] and self.packed is None else b
         alpha, beta = self.attrs["alpha"], self.attrs["beta"]
         bias = c if (c is not None and alpha == 1.0 and beta == 1.0 and c.dtype == np.float32
                      and c.ndim <= 1 and c.size == y.shape[-1]) else None

@@ -28,10 +28,19 @@ ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted 
 
 @dataclass(frozen=True)
 class GemmKernel:
+    """One register block's kernel; its code is compiled on first use (packing weights at compile time
+    only needs the shape of the block)."""
     mr: int          # rows of the register block
+    vectors: int     # vectors per row of the block
     nr: int          # columns of a panel
-    address: int     # the compiled function (KernelFunction ABI)
-    fn: object       # its ctypes callable, which keeps the code alive
+
+    @property
+    def address(self) -> int:
+        return _compiled(self.mr, self.vectors)[0]
+
+    @property
+    def fn(self):
+        return _compiled(self.mr, self.vectors)[1]
 
 
 @functools.cache
@@ -44,16 +53,20 @@ def available() -> bool:
         return False
 
 
-@functools.cache
 def kernel_for(mr: int, vectors: int) -> GemmKernel:
+    from ..targets.llvm import jit
+    return GemmKernel(mr, vectors, vectors * jit.host().vector_lanes(32))
+
+
+@functools.cache
+def _compiled(mr: int, vectors: int) -> tuple[int, object]:
+    """(address, ctypes callable keeping the code alive) of the kernel for this block."""
     from ..targets.llvm import jit
     from ..targets.llvm.gemm import gemm_module
     from ..targets.target import KernelFunction
     name = f"snipjit_gemm_{mr}x{vectors}"
-    lanes = jit.host().vector_lanes(32)
-    module = jit.compile(str(gemm_module(name, mr, vectors, lanes)))
-    fn = module.cfunc(name, None, *KernelFunction.ARGTYPES)
-    return GemmKernel(mr, vectors * lanes, module.address(name), fn)
+    module = jit.compile(str(gemm_module(name, mr, vectors, jit.host().vector_lanes(32))))
+    return module.address(name), module.cfunc(name, None, *KernelFunction.ARGTYPES)
 
 
 def choose_kernel(n: int, k: int) -> GemmKernel:
@@ -80,16 +93,21 @@ class PackedB:
     def shape(self) -> tuple[int, int]:
         return self.k, self.n
 
+    def unpack(self) -> np.ndarray:
+        """B again, [K, N] (for products the kernel does not take)."""
+        return self.data.transpose(1, 0, 2).reshape(self.k, -1)[:, :self.n]
+
 
 def pack(b: np.ndarray) -> PackedB:
     k, n = b.shape
     kernel = choose_kernel(n, k)
     panels = -(-n // kernel.nr)
     data = aligned_empty(panels * k * kernel.nr * 4).view(np.float32).reshape(panels, k, kernel.nr)
-    data[:, :, :] = 0
-    for p in range(panels):
-        columns = b[:, p * kernel.nr:(p + 1) * kernel.nr]
-        data[p, :, :columns.shape[1]] = columns
+    full = n // kernel.nr
+    data[:full] = b[:, :full * kernel.nr].reshape(k, full, kernel.nr).transpose(1, 0, 2)
+    if full < panels:   # the last panel, zero-padded past N
+        data[full] = 0
+        data[full, :, :n - full * kernel.nr] = b[:, full * kernel.nr:]
     return PackedB(data, k, n, kernel)
 
 
@@ -140,7 +158,7 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
         count, lda, a_batch, b_batch = math.prod(batch), k, m * k, k * n
     else:
         return False
-    if m < MIN_ROWS:   # a row or two (depthwise convs, vector products): NumPy wastes nothing on them
+    if m < MIN_ROWS and packed is None:   # a row or two (depthwise convs, vectors): NumPy wastes nothing
         return False
     panels = -(-n // kernel.nr)
     pool = get_native_pool()

@@ -61,6 +61,11 @@ class Kernel:
         for out, result in zip(outputs, self(inputs)):
             np.copyto(out, result.reshape(out.shape))
 
+    def holds_input(self, index: int) -> bool:
+        """Whether the kernel keeps its own form of constant input `index` (e.g. packed weights) and
+        never reads the array it is given, so the program may release the original."""
+        return False
+
     def inplace_inputs(self) -> tuple[int, ...]:
         """Indices of inputs whose memory the (single) output may be written over, when the plan finds
         the input dead after this step and of the output's size and dtype. A kernel claims an input only

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ir.graph import Graph, Node, TensorType, Value
+from ..ir.graph import Graph, Node, TensorType, Value, held_placeholder
 from .implementations import Kernel, choose_implementation
 from .progress import Progress
 from .memory_planner import BufferRequest, MemoryPlan, solve_buffer_memory
@@ -101,6 +101,7 @@ class Program:
         progress.close()
         output_slots = [slot(v) for v in graph.outputs]
         steps = absorb_epilogues(steps, graph)
+        constants = release_held_constants(graph, steps, slots, constants, output_slots)
         return Program(graph, steps, slots, constants, input_slots, output_slots, len(slots))
 
     def plans(self) -> dict[tuple, ResolvedPlan]:
@@ -195,6 +196,23 @@ class Program:
                         break
             planned.update(s for s in step.out_slots if s not in excluded)
         return inplace_of
+
+
+def release_held_constants(graph: Graph, steps: list[Step], slots: dict[int, int],
+                           constants: list[tuple[int, np.ndarray]], output_slots: list[int]
+                           ) -> list[tuple[int, np.ndarray]]:
+    """Constants that every step reading them holds in its own form (packed weights) are released: the
+    program and the graph keep a memory-free placeholder of the same type, so the bytes exist once."""
+    readers: dict[int, list[bool]] = {}
+    for step in steps:
+        for i, s in enumerate(step.in_slots):
+            if s >= 0:
+                readers.setdefault(s, []).append(step.kernel.holds_input(i))
+    held = {s for s, holds in readers.items() if all(holds)} - set(output_slots)
+    for v in graph.constants:
+        if slots[id(v)] in held:
+            v.data = held_placeholder(v.data)
+    return [(s, held_placeholder(data) if s in held else data) for s, data in constants]
 
 
 def absorb_epilogues(steps: list[Step], graph: Graph) -> list[Step]:

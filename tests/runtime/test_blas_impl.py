@@ -186,3 +186,26 @@ def test_generated_gemm_and_numpy_blas_agree(op, inputs, consts, attrs, monkeypa
     assert not calls
     np.testing.assert_allclose(native, numpy, rtol=1e-5, atol=1e-5)
     check_against_reference(graph, inputs)
+
+
+def test_packed_weights_are_held_once_and_the_graph_shows_it():
+    from snipjit.ir.graph import is_held_placeholder
+    from snipjit.runtime import gemm
+    if not gemm.available():
+        pytest.skip("no LLVM JIT")
+    w, shared = randn(64, 96), randn(64, 64)
+    b = GraphBuilder()
+    x = b.input("x", "f32", [8, 64])
+    y = b.op("MatMul", x, b.const(w))
+    s = b.const(shared)
+    z = b.op("Add", b.op("MatMul", x, s), b.op("MatMul", x, s))   # s read by two MatMuls
+    b.output(y, "y")
+    b.output(z, "z")
+    cm = snipjit.compile(b.build(), fuse=False, fold=False)
+    feeds = {"x": randn(8, 64)}
+    out = cm.run(feeds)
+    np.testing.assert_allclose(out[0], feeds["x"] @ w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[1], 2 * (feeds["x"] @ shared), rtol=1e-5, atol=1e-5)
+    held = [v for v in cm.graph.constants if is_held_placeholder(v.data)]
+    from snipjit.ir.text import print_graph
+    assert len(held) == 2 and "<held by its kernels>" in print_graph(cm.graph, max_elems=None)   # only packed copies remain
