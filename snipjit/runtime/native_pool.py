@@ -8,8 +8,9 @@ this pool runs them without Python in the loop. Its code is a small LLVM module 
 - workers are Python threads parked inside one native call (`pool_worker`, GIL released) that spin on
   a generation counter, then sleep on a futex once they have been idle for a while;
 - `pool_run` publishes a job (function, arguments, domain size, grain, per-thread scratchpads), bumps
-  the generation, wakes sleepers, works on the domain itself, and returns when every worker checked in;
-  chunks of `grain` iterations are claimed with an atomic counter, so a slow core takes fewer;
+  the generation, wakes sleepers, works on the domain itself, and returns when every item is done —
+  a worker still waking up is not waited for; chunks of `grain` iterations are claimed by
+  compare-and-swap on a ticket tagged with the job, so a slow core takes fewer and a late one none;
 - one launch at a time: a launch finding the pool busy (another request's thread) runs inline;
 - while the Python pool works, idle workers are parked (sleep without spinning), not competing with it.
 
@@ -25,10 +26,10 @@ import threading
 
 from .thread_pool import default_threads
 
-SPIN_ROUNDS = 1 << 16   # `pause`s a worker spins (roughly a millisecond) before it sleeps
+SPIN_ROUNDS = 1 << 12   # `pause`s a worker spins (tens of microseconds) before it sleeps
 
 # State: i64 words, each group on its own cache line.
-GEN, BUSY, NEXT, DONE, SLEEPERS, STOP, PARK = 0, 8, 16, 24, 32, 40, 41
+GEN, BUSY, TICKET, DONE, SLEEPERS, STOP, PARK = 0, 8, 16, 24, 32, 40, 41
 FN, PTRS, DIMS, TOTAL, GRAIN, SCRATCH, STRIDE, SYSCALL = 48, 49, 50, 51, 52, 53, 54, 55
 STATE_WORDS = 56
 
@@ -59,22 +60,39 @@ define private void @futex(ptr %s, i64 %op, i64 %val) {{
   ret void
 }}
 
-define private void @work(ptr %s, i64 %tid) {{
+; run chunks of job `gen` until its items are all claimed; a claim is a compare-and-swap on the ticket
+; (job tag in the high half, next item in the low half), so a worker that wakes late, or reads the fields
+; of a job already over, claims nothing
+define private void @work(ptr %s, i64 %tid, i64 %gen) {{
 entry:
 {job_loads}
   %offset = mul i64 %tid, %stride
   %scratch = getelementptr i8, ptr %scratch0, i64 %offset
-  %nextp = getelementptr i64, ptr %s, i64 {word('NEXT')}
+  %ticketp = getelementptr i64, ptr %s, i64 {word('TICKET')}
+  %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
+  %tag = shl i64 %gen, 32
   br label %claim
 claim:
-  %lo = atomicrmw add ptr %nextp, i64 %grain monotonic
+  %t = load atomic i64, ptr %ticketp acquire, align 8
+  %ttag = and i64 %t, -4294967296
+  %ours = icmp eq i64 %ttag, %tag
+  br i1 %ours, label %check, label %out
+check:
+  %lo = and i64 %t, 4294967295
   %more = icmp slt i64 %lo, %total
-  br i1 %more, label %run, label %out
-run:
+  br i1 %more, label %take, label %out
+take:
   %end = add i64 %lo, %grain
   %short = icmp slt i64 %end, %total
   %hi = select i1 %short, i64 %end, i64 %total
+  %count = sub i64 %hi, %lo
+  %next = add i64 %t, %count
+  %cas = cmpxchg ptr %ticketp, i64 %t, i64 %next acq_rel acquire
+  %won = extractvalue {{ i64, i1 }} %cas, 1
+  br i1 %won, label %run, label %claim
+run:
   call void %fn(ptr %ptrs, ptr %dims, i64 %lo, i64 %hi, ptr %scratch)
+  %ignored = atomicrmw add ptr %donep, i64 %count release
   br label %claim
 out:
   ret void
@@ -85,7 +103,6 @@ entry:
   %genp = getelementptr i64, ptr %s, i64 {word('GEN')}
   %stopp = getelementptr i64, ptr %s, i64 {word('STOP')}
   %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
-  %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
   %parkp = getelementptr i64, ptr %s, i64 {word('PARK')}
   br label %idle
 idle:
@@ -124,8 +141,7 @@ woke:
   %ignored2 = atomicrmw sub ptr %sleepersp, i64 1 seq_cst
   br label %idle
 job:
-  call void @work(ptr %s, i64 %tid)
-  %ignored3 = atomicrmw add ptr %donep, i64 1 release
+  call void @work(ptr %s, i64 %tid, i64 %g)
   br label %finished
 finished:
   br label %idle
@@ -146,12 +162,15 @@ inline:
   ret i64 0
 publish:
 {job_stores}
-  %nextp = getelementptr i64, ptr %s, i64 {word('NEXT')}
-  store atomic i64 0, ptr %nextp monotonic, align 8
   %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
   store atomic i64 0, ptr %donep monotonic, align 8
   %genp = getelementptr i64, ptr %s, i64 {word('GEN')}
-  %old = atomicrmw add ptr %genp, i64 1 seq_cst
+  %current = load atomic i64, ptr %genp monotonic, align 8
+  %job = add i64 %current, 1
+  %jobtag = shl i64 %job, 32
+  %ticketp = getelementptr i64, ptr %s, i64 {word('TICKET')}
+  store atomic i64 %jobtag, ptr %ticketp release, align 8
+  store atomic i64 %job, ptr %genp seq_cst, align 8
   %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
   %sleepers = load atomic i64, ptr %sleepersp seq_cst, align 8
   %asleep = icmp sgt i64 %sleepers, 0
@@ -160,11 +179,11 @@ wake:
   call void @futex(ptr %s, i64 129, i64 2147483647)
   br label %own
 own:
-  call void @work(ptr %s, i64 0)
+  call void @work(ptr %s, i64 0, i64 %job)
   br label %join
-join:
+join:   ; every item done (workers still asleep are not waited for: they will find the job over)
   %done = load atomic i64, ptr %donep acquire, align 8
-  %all = icmp sge i64 %done, %workers
+  %all = icmp sge i64 %done, %total
   br i1 %all, label %release, label %pause
 pause:
   call void @llvm.x86.sse2.pause()
