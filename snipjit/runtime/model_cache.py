@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import mmap
 import pickle
 import tempfile
 from pathlib import Path
@@ -57,6 +58,9 @@ def model_key(model: Any, options: dict) -> str | None:
     return digest.hexdigest()
 
 
+ALIGN = 4096   # out-of-band buffers start on a page
+
+
 def _unkeyable():
     raise TypeError("option not JSON-able")
 
@@ -67,13 +71,19 @@ def _path(key: str) -> Path | None:
 
 
 def load(key: str):
+    """The entry stored under `key`, or None. Large arrays (weights) come back read-only, mapped from
+    the cache file instead of copied: a warm compile does not read the weights twice."""
     path = _path(key)
     if path is None or not path.exists():
         return None
     try:
         with open(path, "rb") as f:
-            entry = pickle.load(f)
-        return entry if entry.get("key") == key else None
+            head = pickle.load(f)
+            if head.get("key") != key:
+                return None
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if head["buffers"] else None
+        views = [memoryview(mapped)[start:start + size] for start, size in head["buffers"]]
+        return pickle.loads(head["entry"], buffers=views)
     except Exception:   # noqa: BLE001 - damaged or stale: compile again
         return None
 
@@ -85,8 +95,24 @@ def store(key: str, entry: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        buffers: list[pickle.PickleBuffer] = []
+        body = pickle.dumps({**entry, "key": key}, protocol=5, buffer_callback=buffers.append)
+        # the head, then each out-of-band buffer at an aligned offset; the head records where they are
+        first = 0
+        while True:
+            spans, offset = [], first
+            for b in buffers:
+                spans.append((offset, b.raw().nbytes))
+                offset += -(-b.raw().nbytes // ALIGN) * ALIGN
+            head = pickle.dumps({"key": key, "entry": body, "buffers": spans}, protocol=5)
+            if len(head) <= first:
+                break
+            first = -(-len(head) // ALIGN) * ALIGN
         with os.fdopen(fd, "wb") as f:
-            pickle.dump({**entry, "key": key}, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(head)
+            for (start, _), b in zip(spans, buffers):
+                f.seek(start)
+                f.write(b.raw())
         os.replace(tmp, path)
     except Exception:   # noqa: BLE001 - a read-only disk or an unpicklable graph only costs the cache
         try:

@@ -102,6 +102,18 @@ def test_a_long_chain_pickles_and_keeps_its_producers(tmp_path, cache_dir):
 def test_a_failing_cache_write_does_not_fail_the_compile(tmp_path, cache_dir, monkeypatch):
     path = tmp_path / "m.onnx"
     make_model(path)
-    monkeypatch.setattr(model_cache.pickle, "dump", lambda *a, **k: (_ for _ in ()).throw(RecursionError("deep")))
+    monkeypatch.setattr(model_cache.pickle, "dumps", lambda *a, **k: (_ for _ in ()).throw(RecursionError("deep")))
     assert snipjit.compile(path).run({"x": np.ones((4, 8), np.float32)})[0][0, 0] == 2.0
     assert not list((cache_dir / "models").glob("*"))
+
+
+def test_large_arrays_come_back_mapped_read_only_and_a_truncated_entry_is_not_trusted(cache_dir):
+    weights = np.arange(50_000, dtype=np.float32)
+    model_cache.store("k", {"graph": [weights, np.ones(3)], "note": "x"})
+    entry = model_cache.load("k")
+    np.testing.assert_array_equal(entry["graph"][0], weights)
+    assert not entry["graph"][0].flags.writeable and entry["note"] == "x"
+    path = next((cache_dir / "models").glob("k.pkl"))
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) - 1000])   # the last buffer cut short
+    assert model_cache.load("k") is None
