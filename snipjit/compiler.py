@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .ir.graph import Graph, TensorType
+from .ir.graph import Graph, TensorType, is_held_placeholder
 from .passes.pipeline import GraphPass, default_pipeline
 from .runtime import blas_impl, compile_pool, model_cache, snippet_impl  # noqa: F401  (register the implementations)
 from .runtime.program import Program, Step
@@ -28,6 +28,11 @@ class PassRecord:
 def load_graph(model: Any) -> Graph:
     """Accept a snipjit Graph, an onnx.ModelProto, a path or the bytes of an ONNX model."""
     if isinstance(model, Graph):
+        held = [v.name for v in model.constants if is_held_placeholder(v.data)]
+        if held:
+            raise ValueError(f"this graph comes from a compiled model whose kernels hold constants "
+                             f"{held[:3]} in their own form (their values are gone from the graph): "
+                             "compile the original model instead")
         return model.copy()
     from .frontend.onnx import load
     if isinstance(model, (str, bytes, os.PathLike)) or type(model).__name__ == "ModelProto":

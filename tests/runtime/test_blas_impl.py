@@ -209,3 +209,12 @@ def test_packed_weights_are_held_once_and_the_graph_shows_it():
     held = [v for v in cm.graph.constants if is_held_placeholder(v.data)]
     from snipjit.ir.text import print_graph
     assert len(held) == 2 and "<held by its kernels>" in print_graph(cm.graph, max_elems=None)   # only packed copies remain
+
+
+def test_compiling_a_compiled_models_graph_with_released_weights_is_refused():
+    from snipjit.runtime import gemm
+    if not gemm.available():
+        pytest.skip("no LLVM JIT")
+    cm = snipjit.compile(build("MatMul", {"a": randn(8, 16)}, [randn(16, 24)]), fuse=False, fold=False)
+    with pytest.raises(ValueError, match="hold constants"):
+        snipjit.compile(cm.graph)
