@@ -3,8 +3,8 @@
 `matmul(a, b, out, bias)` takes the layouts the kernel reads directly — A with unit stride along K,
 B with unit stride along N, batches of equal shape or a 2-D operand shared by the batch, a C-contiguous
 output — and returns False for anything else, so the caller falls back to NumPy's BLAS. The kernel
-variant (rows × vectors of the register block) is chosen by the width of the product and compiled
-once per process. A constant B (weights) is packed once with `pack`: panel after panel, each K × NR
+variant (rows × vectors of the register block) is chosen by the product's width and depth, and
+compiled on first use, once per process. A constant B (weights) is packed once with `pack`: panel after panel, each K × NR
 contiguous, so the kernel streams it instead of striding across pages (which defeats the hardware
 prefetchers once the weights no longer fit in cache).
 """

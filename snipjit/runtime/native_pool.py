@@ -151,7 +151,7 @@ exit:
 
 ; 1 when the job ran on the pool, 0 when the pool was busy and it ran on the calling thread alone
 define i64 @pool_run(ptr %s, ptr %fn, ptr %ptrs, ptr %dims, i64 %total, i64 %grain, ptr %scratch,
-                     i64 %stride, i64 %workers) {{
+                     i64 %stride) {{
 entry:
   %busyp = getelementptr i64, ptr %s, i64 {word('BUSY')}
   %taken = cmpxchg ptr %busyp, i64 0, i64 1 acquire monotonic
@@ -207,7 +207,7 @@ class NativePool:
         self._state[SYSCALL] = ctypes.cast(libc.syscall, ctypes.c_void_p).value
         self._run = self._module.cfunc("pool_run", ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                                       ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+                                       ctypes.c_void_p, ctypes.c_int64)
         worker = self._module.cfunc("pool_worker", None, ctypes.c_void_p, ctypes.c_int64)
         self._workers = [threading.Thread(target=self._park, args=(worker, i), daemon=True,
                                           name=f"snipjit-native-{i}") for i in range(1, threads)]
@@ -226,8 +226,7 @@ class NativePool:
         thread t gets `scratch + t*stride` as its scratchpad. False when it ran on this thread alone."""
         if grain <= 0:
             grain = max(1, total // (self.threads * 8))
-        return bool(self._run(ctypes.addressof(self._state), fn, ptrs, dims, total, grain, scratch,
-                              stride, len(self._workers)))
+        return bool(self._run(ctypes.addressof(self._state), fn, ptrs, dims, total, grain, scratch, stride))
 
     def park(self, parked: bool) -> None:
         """While parked, idle workers sleep at once instead of spinning: other threads (the Python pool's)
