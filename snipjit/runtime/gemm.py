@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .memory_planner import aligned_empty
-from .native_pool import get_native_pool
+from .native_pool import compile_kernel, get_native_pool, scratchpads
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
@@ -63,10 +63,8 @@ def _compiled(mr: int, vectors: int) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of the kernel for this block."""
     from ..targets.llvm import jit
     from ..targets.llvm.gemm import gemm_module
-    from ..targets.target import KernelFunction
     name = f"snipjit_gemm_{mr}x{vectors}"
-    module = jit.compile(str(gemm_module(name, mr, vectors, jit.host().vector_lanes(32))))
-    return module.address(name), module.cfunc(name, None, *KernelFunction.ARGTYPES)
+    return compile_kernel(gemm_module(name, mr, vectors, jit.host().vector_lanes(32)), name)
 
 
 def choose_kernel(n: int, k: int) -> GemmKernel:
@@ -173,11 +171,10 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
     dims = (ctypes.c_int64 * 14)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
                                  chunks, chunk_rows, int(pack))
     items = count * panels * chunks
-    stride = k * kernel.nr * 4 + 64 if pack else 0
-    scratch = aligned_empty(stride * threads) if pack else None
-    base = scratch.ctypes.data if pack else 0
+    scratch = scratchpads(threads, k * kernel.nr * 4 if pack else 0)
     if threads > 1:
-        pool.run(kernel.address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, base, stride)
+        pool.run(kernel.address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, scratch.base,
+                 scratch.stride)
     else:
-        kernel.fn(ptrs, dims, 0, items, base or None)
+        kernel.fn(ptrs, dims, 0, items, scratch.base or None)
     return True

@@ -23,6 +23,11 @@ import ctypes
 import functools
 import sys
 import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from .memory_planner import aligned_empty
 
 from .thread_pool import default_threads
 
@@ -193,6 +198,31 @@ release:
   ret i64 1
 }}
 """
+
+
+@dataclass(frozen=True)
+class Scratchpads:
+    """One scratchpad per thread, each on a cache line: thread t's starts at `base + t * stride`."""
+    memory: np.ndarray | None   # keeps them alive (None: no scratch needed)
+    base: int
+    stride: int
+
+
+def scratchpads(threads: int, nbytes: int) -> Scratchpads:
+    stride = -(-nbytes // 64) * 64
+    if not stride:
+        return Scratchpads(None, 0, 0)
+    memory = aligned_empty(stride * threads)
+    return Scratchpads(memory, memory.ctypes.data, stride)
+
+
+def compile_kernel(module, name: str) -> tuple[int, object]:
+    """A hand-built LLVM module defining `name` with the `KernelFunction` ABI: its address (for
+    `NativePool.run`) and a ctypes callable, which keeps the code alive."""
+    from ..targets.llvm import jit
+    from ..targets.target import KernelFunction
+    compiled = jit.compile(str(module))
+    return compiled.address(name), compiled.cfunc(name, None, *KernelFunction.ARGTYPES)
 
 
 class NativePool:

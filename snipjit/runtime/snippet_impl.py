@@ -24,8 +24,7 @@ from .dumps import PassDumper, dump_dir
 from .errors import KernelBoundsError
 from .kernel_cache import cache_key, get_kernel_cache
 from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
-from .memory_planner import aligned_empty
-from .native_pool import get_native_pool
+from .native_pool import get_native_pool, scratchpads
 from .thread_pool import get_pool
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
@@ -206,10 +205,9 @@ class BoundLaunch:
         self.native = get_native_pool() if self.parallel else None
         if self.native is not None:   # addresses and per-thread scratchpads fixed once
             self.fn_address = ctypes.cast(kernel.fn, ctypes.c_void_p).value
-            self.stride = -(-self.scratch_bytes // 64) * 64
-            self.scratch = aligned_empty(self.stride * self.native.threads) if self.stride else None
+            self.scratch = scratchpads(self.native.threads, self.scratch_bytes)
             self.args = (ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.domain, 0,
-                         self.scratch.ctypes.data if self.stride else 0, self.stride)
+                         self.scratch.base, self.scratch.stride)
 
     def __call__(self, args: Sequence[np.ndarray]) -> None:
         ptrs = self.ptrs
@@ -238,10 +236,9 @@ def launch_parallel(fn, ptrs, dims, domain: int, scratch_bytes: int, scratchpad)
     if native is None:
         get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, scratchpad(scratch_bytes)), domain)
         return
-    stride = -(-scratch_bytes // 64) * 64
-    scratch = aligned_empty(stride * native.threads) if stride else None
+    scratch = scratchpads(native.threads, scratch_bytes)
     native.run(ctypes.cast(fn, ctypes.c_void_p).value, ctypes.addressof(ptrs), ctypes.addressof(dims), domain,
-               0, scratch.ctypes.data if stride else 0, stride)
+               0, scratch.base, scratch.stride)
 
 
 @dataclass(frozen=True)

@@ -7,20 +7,17 @@ import functools
 
 import numpy as np
 
-from .native_pool import get_native_pool
+from .native_pool import compile_kernel, get_native_pool
 
 MIN_ELEMENTS = 1 << 14   # below this NumPy's copy is as fast and has no launch
 RANK = 4                 # dims of the kernel: views are collapsed or padded to this
 
 
 @functools.cache
-def _kernel(element_bytes: int):
-    from ..targets.llvm import jit
+def _kernel(element_bytes: int) -> tuple[int, object]:
     from ..targets.llvm.copy import copy_module
-    from ..targets.target import KernelFunction
     name = f"snipjit_copy_{element_bytes}"
-    module = jit.compile(str(copy_module(name, element_bytes)))
-    return module.address(name), module.cfunc(name, None, *KernelFunction.ARGTYPES)
+    return compile_kernel(copy_module(name, element_bytes), name)
 
 
 def collapse(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], list[int]]:
