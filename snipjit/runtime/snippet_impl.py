@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -257,11 +258,21 @@ class KernelSpec:
         return compile_subgraph(body, self.target, name=self.name, loop_depth=self.loop_depth, **debug)
 
 
+_SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # body -> {(target, depth): spec}
+
+
 def kernel_spec(body, options: dict) -> KernelSpec:
+    """The body's spec, remembered per body object: the compile pool and the program build both ask,
+    and the key hashes the body's whole text (bodies are not changed once they are a node's)."""
     from ..targets import get_target
     target = get_target(options.get("target"))
     loop_depth = options.get("loop_depth", 1)
-    return KernelSpec(target, cache_key(body, target, {"loop_depth": loop_depth}), loop_depth)
+    known = _SPECS.setdefault(body, {})
+    spec = known.get((target.cache_key(), loop_depth))
+    if spec is None:
+        spec = known[(target.cache_key(), loop_depth)] = KernelSpec(
+            target, cache_key(body, target, {"loop_depth": loop_depth}), loop_depth)
+    return spec
 
 
 def bypasses_cache(options: dict) -> bool:
