@@ -53,3 +53,27 @@ def assert_close(got: np.ndarray, *wants: np.ndarray, ulp: float = ULP_BOUND, re
         rows = "\n".join(f"  at {tuple(int(k) for k in i)}: got {got[tuple(i)]!r}, want " +
                          " or ".join(repr(w[tuple(i)]) for w in wants) for i in np.argwhere(bad)[:8])
         raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} elements differ\n{rows}")
+
+
+def log_uniform(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Both signs, every binade from the smallest denormal to FLT_MAX."""
+    magnitude = np.ldexp(rng.uniform(1.0, 2.0, n), rng.integers(-150, 128, n))
+    return (magnitude * rng.choice([-1.0, 1.0], n)).astype(np.float32)
+
+
+def sample(edges: np.ndarray, dense: tuple[float, float], n: int, seed: int = 0) -> np.ndarray:
+    """The edge values, then n*2/5 values over all magnitudes, then the rest uniform over `dense`."""
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(*dense, n - n * 2 // 5).astype(np.float32)
+    return np.concatenate([edges, log_uniform(rng, n * 2 // 5), values])
+
+
+def sample_pow(edges: np.ndarray, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edge values, then bases of all magnitudes with integer, half-integer and real exponents."""
+    rng = np.random.default_rng(seed)
+    k = n // 5
+    x = np.concatenate([np.repeat(edges, len(edges)), log_uniform(rng, 2 * k), rng.uniform(-10, 10, k),
+                        np.exp(rng.uniform(-7, 7, 2 * k))])
+    y = np.concatenate([np.tile(edges, len(edges)), rng.integers(-40, 41, k), rng.integers(-80, 81, k) / 2,
+                        rng.uniform(-30, 30, k), rng.uniform(-12, 12, k), log_uniform(rng, k)])
+    return x.astype(np.float32), y[:len(x)].astype(np.float32)

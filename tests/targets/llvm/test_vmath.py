@@ -21,6 +21,7 @@ from hypothesis.extra.numpy import arrays
 from llvmlite import ir
 
 from snipjit.targets.llvm import jit, vmath
+import accuracy
 from accuracy import Errors, errors
 
 F32 = ir.FloatType()
@@ -184,37 +185,12 @@ EDGES = np.concatenate([EDGES, -EDGES[:-1], [1 - 2**-24, 1 + 2**-23, -1 + 2**-24
 EDGES = EDGES.astype(np.float32)
 
 
-def log_uniform(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Both signs, every binade from the smallest denormal to FLT_MAX."""
-    magnitude = np.ldexp(rng.uniform(1.0, 2.0, n), rng.integers(-150, 128, n))
-    return (magnitude * rng.choice([-1.0, 1.0], n)).astype(np.float32)
-
-
 def sample(case: Case, n: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    dense = rng.uniform(*case.dense, n - n * 2 // 5).astype(np.float32)
-    return np.concatenate([EDGES, log_uniform(rng, n * 2 // 5), dense])
+    return accuracy.sample(EDGES, case.dense, n, seed)
 
 
 def sample_pow(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    k = n // 5
-    x = np.concatenate([
-        np.repeat(EDGES, len(EDGES)), log_uniform(rng, 2 * k),
-        rng.uniform(-10, 10, k), np.exp(rng.uniform(-7, 7, 2 * k)),
-    ]).astype(np.float32)
-    y = np.concatenate([
-        np.tile(EDGES, len(EDGES)), rng.integers(-40, 41, k), rng.integers(-80, 81, k) / 2,
-        rng.uniform(-30, 30, k), rng.uniform(-12, 12, k), log_uniform(rng, k),
-    ]).astype(np.float32)
-    return x, y[: len(x)]
-
-
-# ---------------------------------------------------------------- errors
-
-
-# ---------------------------------------------------------------- compilation
-
+    return accuracy.sample_pow(EDGES, n, seed)
 
 @functools.cache
 def compiled(width: int) -> jit.CompiledModule:
