@@ -179,6 +179,7 @@ def sample(case: Case, n: int, seed: int = 0) -> np.ndarray:
 def sample_pow(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return accuracy.sample_pow(EDGES, n, seed)
 
+
 @functools.cache
 def reference(case: Case, n: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     inputs = sample_pow(n) if case.binary else (sample(case, n),)

@@ -192,6 +192,7 @@ def sample(case: Case, n: int, seed: int = 0) -> np.ndarray:
 def sample_pow(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return accuracy.sample_pow(EDGES, n, seed)
 
+
 @functools.cache
 def compiled(width: int) -> jit.CompiledModule:
     module = ir.Module(name=f"vmath_w{width}")
