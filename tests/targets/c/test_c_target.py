@@ -13,7 +13,6 @@ Every kernel run by `run` has guard elements after each output buffer, which mus
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import itertools
 import math
@@ -26,12 +25,14 @@ import snipjit
 from snipjit import parse_graph
 from snipjit.ops.common import evaluate
 from snipjit.runtime import kernel_cache
-from snipjit.snippets.compiler import CompiledSnippet, compile_subgraph
+from snipjit.snippets.compiler import compile_subgraph
 from snipjit.snippets.support import ELEMENTWISE_OPS
 from snipjit.targets import TargetError, get_target
 from snipjit.targets.c import compiler as c_compiler
 from snipjit.targets.c.emitters import COMPUTE
+import kernels
 from accuracy import assert_close
+from kernels import Kernel
 
 try:
     C = get_target("c")
@@ -39,8 +40,6 @@ except TargetError as exc:   # pragma: no cover - only on machines without a C c
     pytest.skip(str(exc), allow_module_level=True)
 LLVM = get_target("llvm")
 TARGETS = {"c": C, "llvm": LLVM}
-GUARD = 2 * C.vector_lanes
-SENTINEL = {np.dtype(np.float32): np.float32(-12345.5), np.dtype(np.bool_): np.True_}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -53,42 +52,8 @@ def memory_only_kernel_cache():
 
 
 # ---- compiling and running kernels ------------------------------------------------------------------------
-@dataclass
-class Kernel:
-    compiled: CompiledSnippet
-    out_dtypes: list[np.dtype]
-
-    def run(self, inputs: list[np.ndarray], master: tuple[int, ...],
-            ranges: list[tuple[int, int]] | None = None) -> list[np.ndarray]:
-        """Run on `inputs` (rank-aligned by leading 1s) for the run-time `master` shape over the parallel-domain
-        `ranges` (default: all of it). Outputs start as a sentinel and are followed by guard elements."""
-        cs, rank = self.compiled, len(master)
-        arrays = [np.ascontiguousarray(a.reshape((1,) * (rank - a.ndim) + a.shape)) for a in inputs]
-        buffers, outs = [], []
-        for compiled_shape, dt in zip(cs.output_shapes, self.out_dtypes):
-            shape = tuple(1 if d == 1 else n for d, n in zip(compiled_shape, master))
-            buf = np.full(int(np.prod(shape)) + GUARD, SENTINEL[dt], dt)
-            buffers.append(buf)
-            outs.append(buf[:buf.size - GUARD].reshape(shape))
-        ptrs = (ctypes.c_void_p * (len(arrays) + len(buffers)))(*[a.ctypes.data for a in arrays],
-                                                                 *[b.ctypes.data for b in buffers])
-        dims = (ctypes.c_int64 * rank)(*master)
-        scratch = np.zeros(max(1, cs.scratch_rows * master[-1]) + 16, np.float32)
-        for begin, end in ranges if ranges is not None else [(0, self.domain(master))]:
-            cs.kernel.fn(ptrs, dims, begin, end, scratch.ctypes.data)
-        for i, buf in enumerate(buffers):
-            assert np.all(buf[buf.size - GUARD:] == SENTINEL[buf.dtype]), f"output {i}: written past its end"
-        return outs
-
-    def domain(self, master: tuple[int, ...]) -> int:
-        return int(np.prod(master[:self.compiled.parallel_rank], dtype=np.int64))
-
-
 def compile_body(text: str, target="c", loop_depth: int = 1) -> Kernel:
-    graph = parse_graph(text)
-    target = TARGETS[target] if isinstance(target, str) else target
-    cs = compile_subgraph(graph, target, name="test_kernel", loop_depth=loop_depth)
-    return Kernel(cs, [np.dtype(v.type.dtype.np) for v in graph.outputs])
+    return kernels.compile_body(text, TARGETS[target] if isinstance(target, str) else target, loop_depth)
 
 
 def data(shape, seed=0) -> np.ndarray:

@@ -12,7 +12,6 @@ Every kernel runs with guard elements after each output buffer, which must be le
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import itertools
 import math
@@ -23,18 +22,15 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from snipjit import parse_graph
 from snipjit.ops.common import evaluate
-from snipjit.snippets.compiler import CompiledSnippet, compile_subgraph
 from snipjit.snippets.support import ELEMENTWISE_OPS
 from snipjit.targets import get_target
 from snipjit.targets.llvm.target import LLVMTarget
+import kernels
 from accuracy import assert_close
+from kernels import SENTINEL, Kernel
 
 TARGET = get_target("llvm")
-LANES = TARGET.vector_lanes
-GUARD = 2 * LANES
-SENTINEL = {np.dtype(np.float32): np.float32(-12345.5), np.dtype(np.bool_): np.True_}
 
 EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.0, 1e-30, -1e-30, 1e-40,
                   -1e-40, 3e38, -3e38, 1e10, -1e10, 88.75, -88.75, 104.0, -104.0, 1e5, 3.1415927],
@@ -42,43 +38,8 @@ EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0,
 
 
 # ---- compiling and running kernels ---------------------------------------------------------------------
-@dataclass
-class Kernel:
-    compiled: CompiledSnippet
-    out_dtypes: list[np.dtype]
-
-    def run(self, inputs: list[np.ndarray], master: tuple[int, ...],
-            ranges: list[tuple[int, int]] | None = None) -> list[np.ndarray]:
-        """Run on `inputs` (rank-aligned to the body inputs by leading 1s) for the run-time `master` shape,
-        over the parallel-domain `ranges` (default: all of it) one after the other. Outputs start filled
-        with a sentinel and are followed by guard elements that must stay untouched."""
-        cs, rank = self.compiled, len(master)
-        arrays = [np.ascontiguousarray(a.reshape((1,) * (rank - a.ndim) + a.shape)) for a in inputs]
-        buffers, outs = [], []
-        for compiled_shape, dt in zip(cs.output_shapes, self.out_dtypes):
-            shape = tuple(1 if d == 1 else n for d, n in zip(compiled_shape, master))
-            buf = np.full(int(np.prod(shape)) + GUARD, SENTINEL[dt], dt)
-            buffers.append(buf)
-            outs.append(buf[:buf.size - GUARD].reshape(shape))
-        ptrs = (ctypes.c_void_p * (len(arrays) + len(buffers)))(*[a.ctypes.data for a in arrays],
-                                                                 *[b.ctypes.data for b in buffers])
-        dims = (ctypes.c_int64 * rank)(*master)
-        scratch = np.zeros(max(1, cs.scratch_rows * master[-1]) + GUARD, np.float32)
-        for begin, end in ranges if ranges is not None else [(0, self.domain(master))]:
-            cs.kernel.fn(ptrs, dims, begin, end, scratch.ctypes.data)
-        for i, buf in enumerate(buffers):
-            assert np.all(buf[buf.size - GUARD:] == SENTINEL[buf.dtype]), \
-                f"output {i}: the kernel wrote past the end of its buffer"
-        return outs
-
-    def domain(self, master: tuple[int, ...]) -> int:
-        return int(np.prod(master[:self.compiled.parallel_rank], dtype=np.int64))
-
-
 def compile_body(text: str, loop_depth: int = 1, target=TARGET) -> Kernel:
-    graph = parse_graph(text)
-    cs = compile_subgraph(graph, target, name="test_kernel", loop_depth=loop_depth)
-    return Kernel(cs, [np.dtype(v.type.dtype.np) for v in graph.outputs])
+    return kernels.compile_body(text, target, loop_depth)
 
 
 def reference(op: str, inputs: list[np.ndarray], attrs: dict | None = None, wide: bool = True) -> np.ndarray:
