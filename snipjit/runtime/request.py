@@ -18,7 +18,7 @@ from ..ir.graph import TensorType
 from ..ops.registry import OpError
 from . import blas_threads
 from .errors import ExecutionError
-from .feeds import FeedError, check_feeds
+from .feeds import FeedChecker, FeedError
 from .memory_planner import aligned_empty
 from .profile import Profile, StepCounters
 from .program import Program, ResolvedPlan
@@ -29,12 +29,14 @@ class BoundPlan:
     arena: np.ndarray
     slots: list                                  # the request's slot array for this signature
     calls: list[tuple]                           # (mode, kernel, in_slots, out_slots, step, out_shapes)
+    numpy_steps: bool = True                     # some step may run NumPy (needs its BLAS/FP guards)
 
 class Request:
     def __init__(self, program: Program, runtime_constants=None):
         self.program = program
         self.runtime_constants = runtime_constants
         self._entry_inputs = {v.name for v in program.graph.inputs}
+        self._check_feeds = FeedChecker(program.graph.inputs)
         self.profile: Profile | None = None   # set to collect per-step counters
         self._bound: dict[tuple, BoundPlan] = {}
         self._last_outputs: dict[int, np.ndarray] = {}
@@ -50,7 +52,7 @@ class Request:
         p = self.program
         if self.runtime_constants is not None:
             feeds = self.runtime_constants.complete(feeds, self._entry_inputs)
-        arrays, _ = check_feeds(p.graph.inputs, feeds)
+        arrays = self._check_feeds(feeds)
         key = tuple(a.shape for a in arrays)
         bound = self._bound.get(key)
         if bound is None:
@@ -62,8 +64,7 @@ class Request:
         for s, t in bound.plan.escaping.items():
             slots[s] = given[s] if s in given else self._recycle(s, t)
         try:
-            with blas_threads.single_threaded():
-                self._execute(bound)
+            self._execute(bound)
             result = [slots[s] if bound.plan.owns(s) or s in p.input_slots
                       else np.array(slots[s]) for s in p.output_slots]   # constants: hand out copies
         finally:
@@ -79,12 +80,17 @@ class Request:
         return result
 
     def _execute(self, bound: BoundPlan) -> None:
-        with np.errstate(all="ignore"):   # inf/NaN results are values here, not errors
-            if self.profile is None:
+        if self.profile is not None:
+            with blas_threads.single_threaded(), np.errstate(all="ignore"):
+                self._execute_profiled(bound)
+        elif not bound.numpy_steps:   # generated kernels only: no BLAS threads or FP flags to guard
+            for call in bound.calls:
+                self._call(bound.slots, *call)
+        else:
+            # one BLAS thread per request; inf/NaN results are values here, not errors
+            with blas_threads.single_threaded(), np.errstate(all="ignore"):
                 for call in bound.calls:
                     self._call(bound.slots, *call)
-            else:
-                self._execute_profiled(bound)
 
     def _execute_profiled(self, bound: BoundPlan) -> None:
         counters = {c.index: c for c in self.profile.steps}
@@ -154,7 +160,7 @@ class Request:
                 calls.append(("launch", launch, step.in_slots, step.out_slots, step, shapes))
             else:
                 calls.append((out_mode, step.kernel, step.in_slots, step.out_slots, step, shapes))
-        return BoundPlan(plan, arena, slots, calls)
+        return BoundPlan(plan, arena, slots, calls, numpy_steps=any(c[0] not in ("launch", "view") for c in calls))
 
     def _prebind(self, step, mode: str, slots: list, plan: ResolvedPlan, types):
         """A launcher with argument arrays prepared once, for kernels that offer one (`bind`)."""

@@ -24,6 +24,7 @@ from ..targets.target import TargetError, TargetMachine
 from .dumps import PassDumper, dump_dir
 from .errors import KernelBoundsError
 from .kernel_cache import cache_key, get_kernel_cache
+from .memory_planner import aligned_empty
 from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
 from .native_pool import get_native_pool, scratchpads
 from .thread_pool import get_pool
@@ -191,7 +192,8 @@ class SnippetKernel(Kernel):
 
 class BoundLaunch:
     """A snippet call with its pointer and dims arrays prepared: a call only refreshes the pointers of
-    arguments whose arrays change between runs (feeds, output buffers) and calls the kernel."""
+    arguments whose arrays change between runs (feeds, output buffers) and calls the kernel. An argument
+    that is the same array object as last call keeps its pointer (a weak reference tells)."""
 
     def __init__(self, kernel: SnippetKernel, master: tuple[int, ...], fixed: dict[int, np.ndarray], n_args: int):
         self.kernel = kernel
@@ -204,6 +206,10 @@ class BoundLaunch:
         self.scratch_bytes = master[-1] * 4 * kernel.compiled.scratch_rows
         self.fixed = fixed   # keeps the fixed arrays alive as long as their pointers are used
         self.native = get_native_pool() if self.parallel else None
+        self._last: dict[int, weakref.ref] = {}   # argument -> the array its pointer was taken from
+        # a request runs on one thread at a time, so its serial launches can own their scratchpad
+        self.serial_pad = aligned_empty(self.scratch_bytes) if self.scratch_bytes and not self.parallel else None
+        self.serial_pad_address = self.serial_pad.ctypes.data if self.serial_pad is not None else None
         if self.native is not None:   # addresses and per-thread scratchpads fixed once
             self.fn_address = ctypes.cast(kernel.fn, ctypes.c_void_p).value
             self.scratch = scratchpads(self.native.threads, self.scratch_bytes)
@@ -211,21 +217,27 @@ class BoundLaunch:
                          self.scratch.base, self.scratch.stride)
 
     def __call__(self, args: Sequence[np.ndarray]) -> None:
-        ptrs = self.ptrs
+        ptrs, last = self.ptrs, self._last
         for i in self.dynamic:
             a = args[i]
+            seen = last.get(i)
+            if seen is not None and seen() is a:
+                continue
             if i < self.n_inputs and not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)   # held by `args` in the caller until the call returns
                 args[i] = a
-            ptrs[i] = a.__array_interface__["data"][0]
+                last.pop(i, None)
+            else:
+                last[i] = weakref.ref(a)
+            ptrs[i] = a.ctypes.data
         k = self.kernel
         k.calls += 1
-        fn, dims, scratch_bytes = k.fn, self.dims, self.scratch_bytes
         if not self.parallel:
-            fn(ptrs, dims, 0, self.domain, k._scratchpad(scratch_bytes))
+            k.fn(ptrs, self.dims, 0, self.domain, self.serial_pad_address)
         elif self.native is not None:
             self.native.run(self.fn_address, *self.args)
         else:
+            fn, dims, scratch_bytes = k.fn, self.dims, self.scratch_bytes
             get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, k._scratchpad(scratch_bytes)),
                                     self.domain)
 

@@ -192,6 +192,23 @@ def test_request_binds_once_per_signature(monkeypatch):
     assert len(bound) == 3 and len(cm.program.plans()) == 2   # a new request binds; the plan is shared
 
 
+def test_new_and_changed_feed_arrays_are_read_each_run(chain):
+    """Kernels keep the data pointer of a feed they saw last run: a new array, an array changed in
+    place and a freed array whose memory is reused must all be read afresh."""
+    req = chain.create_request()
+    x = randn(64, 128)
+    np.testing.assert_array_equal(req.run({"x": x})[0], chain_expected(x))
+    x[:] = randn(64, 128)
+    np.testing.assert_array_equal(req.run({"x": x})[0], chain_expected(x))
+    for _ in range(3):
+        del x
+        x = randn(64, 128)
+        np.testing.assert_array_equal(req.run({"x": x})[0], chain_expected(x))
+    view = randn(64, 256)[:, ::2]   # not contiguous: copied for the kernel, never remembered
+    np.testing.assert_array_equal(req.run({"x": view})[0], chain_expected(view))
+    np.testing.assert_array_equal(req.run({"x": x})[0], chain_expected(x))
+
+
 def test_requests_do_not_share_buffers(chain):
     r1, r2 = chain.create_request(), chain.create_request()
     x1, x2 = randn(64, 128), randn(64, 128)
@@ -223,6 +240,22 @@ def test_feed_errors_name_the_input(change, message):
     feeds = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
     with pytest.raises(FeedError, match=message):
         snipjit.compile(DYNAMIC).run(feeds)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"x": np.ones((2, 4))}, r"input 'x' must have dtype f32"),
+    ({"y": np.ones((3, 4), np.float32)}, r"input 'y' axis 0 is dim 'n' = 3, but another input bound 'n' = 2"),
+    ({"q": np.ones(1)}, r"unknown input\(s\) \['q'\]"),
+    ({"s": None}, r"input 's' \(i64\[2\]\) is missing"),
+])
+def test_feed_errors_after_accepted_runs(change, message):
+    """The request accepts feeds shaped like an earlier good one at once: a bad feed is still refused."""
+    req = snipjit.compile(DYNAMIC).create_request()
+    for _ in range(2):
+        req.run(GOOD)
+    feeds = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    with pytest.raises(FeedError, match=message):
+        req.run(feeds)
 
 
 def test_list_feeds_are_converted_then_checked():
