@@ -120,25 +120,59 @@ def _rows_view(a: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
+@dataclass
+class GemmLaunch:
+    """One product with its kernel arguments prepared: `run()` computes it again into the same memory
+    (the arrays it was prepared from must stay alive and unchanged in layout)."""
+    kernel: GemmKernel
+    ptrs: ctypes.Array
+    dims: ctypes.Array
+    items: int
+    threads: int
+    scratch: object   # native_pool.Scratchpads
+
+    def run(self) -> None:
+        if self.threads > 1:
+            get_native_pool().run(self.kernel.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+                                  self.items, 1, self.scratch.base, self.scratch.stride)
+        else:
+            self.kernel.fn(self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+
+
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
     """out = a @ b (+ bias along the last axis), NumPy semantics; False when the layout is not taken."""
+    if _takes(a, b, out, bias) and (out.size == 0 or a.shape[-1] == 0):
+        out[...] = 0 if bias is None else bias   # (empty arrays have zero strides: no layout to check)
+        return True
+    launch = prepare(a, b, out, bias)
+    if launch is None:
+        return False
+    launch.run()
+    return True
+
+
+def _takes(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None) -> bool:
+    """Operands the kernel could take, layouts aside: float32 matrices (packed B of the right depth)."""
+    operand = b.data if isinstance(b, PackedB) else b
+    return (available() and a.ndim >= 2 and len(b.shape) >= 2 and out.flags.c_contiguous
+            and all(x.dtype == np.float32 for x in (a, operand, out))
+            and (bias is None or (bias.dtype == np.float32 and bias.flags.c_contiguous))
+            and (not isinstance(b, PackedB) or b.k == a.shape[-1]))
+
+
+def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None
+            ) -> GemmLaunch | None:
+    """The launch computing out = a @ b (+ bias), or None when the kernel does not take these layouts
+    (or a product is empty)."""
     packed = b if isinstance(b, PackedB) else None
     operand = b.data if packed is not None else b
-    if not available() or a.ndim < 2 or len(b.shape) < 2 or not out.flags.c_contiguous:
-        return False
-    if any(x.dtype != np.float32 for x in (a, operand, out)) or (
-            bias is not None and (bias.dtype != np.float32 or not bias.flags.c_contiguous)):
-        return False
+    if not _takes(a, b, out, bias) or out.size == 0 or a.shape[-1] == 0:
+        return None
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = out.shape[:-2]
-    if packed is not None and packed.k != k:
-        return False
-    if out.size == 0 or k == 0:   # (empty arrays have zero strides: no layout to check)
-        out[...] = 0 if bias is None else bias
-        return True
     if packed is None and (b.strides[-1] != b.itemsize or (b.ndim > 2 and not b.flags.c_contiguous)):
-        return False
+        return None
     kernel = packed.kernel if packed is not None else choose_kernel(n, k)
     if packed is not None:
         ldb, panel_stride = kernel.nr, k * kernel.nr
@@ -147,7 +181,7 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
     if len(b.shape) == 2:                                   # the batch folds into the rows of A
         rows = _rows_view(a)
         if rows is None:
-            return False
+            return None
         m, lda = rows
         count, a_batch, b_batch = 1, 0, 0
     elif a.ndim == 2 and a.strides[-1] == a.itemsize and b.shape[:-2] == batch:   # shared A
@@ -155,9 +189,9 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
     elif a.shape[:-2] == batch == b.shape[:-2] and a.flags.c_contiguous:
         count, lda, a_batch, b_batch = math.prod(batch), k, m * k, k * n
     else:
-        return False
+        return None
     if m < MIN_ROWS and packed is None:   # a row or two (depthwise convs, vectors): NumPy wastes nothing
-        return False
+        return None
     panels = -(-n // kernel.nr)
     pool = get_native_pool()
     threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
@@ -170,11 +204,5 @@ def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
     pack = packed is None and k * ldb * 4 >= PACK_MIN_BYTES
     dims = (ctypes.c_int64 * 14)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
                                  chunks, chunk_rows, int(pack))
-    items = count * panels * chunks
     scratch = scratchpads(threads, k * kernel.nr * 4 if pack else 0)
-    if threads > 1:
-        pool.run(kernel.address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, scratch.base,
-                 scratch.stride)
-    else:
-        kernel.fn(ptrs, dims, 0, items, scratch.base or None)
-    return True
+    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch)

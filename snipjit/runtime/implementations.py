@@ -61,6 +61,17 @@ class Kernel:
         for out, result in zip(outputs, self(inputs)):
             np.copyto(out, result.reshape(out.shape))
 
+    def bind(self, in_shapes: Sequence[tuple], fixed: dict[int, np.ndarray], n_outputs: int):
+        """A launcher `launcher(arrays)` (inputs then outputs) with the call prepared once for inputs of
+        these shapes, `fixed` mapping argument positions to arrays that never change (arena, constants);
+        None when the kernel has none for this call. Kernels that override it (`binds`) always write
+        planned memory, so their launches can be prepared."""
+        return None
+
+    @property
+    def binds(self) -> bool:
+        return type(self).bind is not Kernel.bind
+
     def holds_input(self, index: int) -> bool:
         """Whether the kernel keeps its own form of constant input `index` (e.g. packed weights) and
         never reads the array it is given, so the program may release the original."""

@@ -134,7 +134,7 @@ class Program:
             elif all(types[s] is not None for s in step.out_slots):
                 small = all(_numel(types[s]) <= SMALL_OUTPUT for s in step.out_slots)
                 # kernels that prepare their arguments once (snippets) always write planned memory
-                modes.append("call" if small and not hasattr(step.kernel, "bind") else "into")
+                modes.append("call" if small and not step.kernel.binds else "into")
             else:
                 modes.append("call")
 

@@ -164,14 +164,13 @@ class Request:
 
     def _prebind(self, step, mode: str, slots: list, plan: ResolvedPlan, types):
         """A launcher with argument arrays prepared once, for kernels that offer one (`bind`)."""
-        bind = getattr(step.kernel, "bind", None)
         args = step.in_slots + step.out_slots
-        if mode != "into" or bind is None or any(s < 0 or types[s] is None for s in args):
+        if mode != "into" or not step.kernel.binds or any(s < 0 or types[s] is None for s in args):
             return None
         changing = set(self.program.input_slots) | set(plan.escaping)
         fixed = {i: slots[s] for i, s in enumerate(args)
                  if s not in changing and isinstance(slots[s], np.ndarray) and slots[s].flags.c_contiguous}
-        return bind([types[s].shape for s in step.in_slots], fixed, len(step.out_slots))
+        return step.kernel.bind([types[s].shape for s in step.in_slots], fixed, len(step.out_slots))
 
     def _recycle(self, slot: int, t: TensorType | None) -> np.ndarray | None:
         """Last run's output buffer when nobody else holds it any more, else a new one."""

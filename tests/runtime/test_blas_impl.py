@@ -176,11 +176,11 @@ def test_generated_gemm_and_numpy_blas_agree(op, inputs, consts, attrs, monkeypa
     if not gemm.available():
         pytest.skip("no LLVM JIT")
     calls = []
-    real = gemm.matmul
-    monkeypatch.setattr(gemm, "matmul", lambda *a: calls.append(1) or real(*a))
+    real = gemm.prepare
+    monkeypatch.setattr(gemm, "prepare", lambda *a: calls.append(1) or real(*a))
     graph = build(op, inputs, consts, **attrs)
     native = snipjit.compile(graph, fuse=False, fold=False).run(inputs)[0]
-    assert calls, "the generated GEMM kernel was not used"
+    assert calls, "the generated GEMM kernel was not tried"
     calls.clear()
     numpy = snipjit.compile(graph, fuse=False, fold=False, gemm="numpy").run(inputs)[0]
     assert not calls
@@ -218,3 +218,29 @@ def test_compiling_a_compiled_models_graph_with_released_weights_is_refused():
     cm = snipjit.compile(build("MatMul", {"a": randn(8, 16)}, [randn(16, 24)]), fuse=False, fold=False)
     with pytest.raises(ValueError, match="hold constants"):
         snipjit.compile(cm.graph)
+
+
+def test_matmul_launch_is_prepared_once_while_its_arrays_stay(monkeypatch):
+    from snipjit.runtime import gemm
+    if not gemm.available():
+        pytest.skip("no LLVM JIT")
+    prepared = []
+    real = gemm.prepare
+    monkeypatch.setattr(gemm, "prepare", lambda *a: prepared.append(1) or real(*a))
+    w, bias = randn(96, 80), randn(80)
+    b = GraphBuilder()
+    x = b.input("x", "f32", [64, 96])
+    b.output(b.Sigmoid(b.Add(b.op("MatMul", x, b.const(w)), b.const(bias))), "y")
+    req = snipjit.compile(b.build()).create_request()
+    expected = lambda x: 1 / (1 + np.exp(-(x @ w + bias)))   # noqa: E731
+    xv = randn(64, 96)
+    for _ in range(3):
+        np.testing.assert_allclose(req.run({"x": xv})[0], expected(xv), rtol=1e-5, atol=1e-6)
+    assert len(prepared) == 1   # the feed and the arena output stayed the same arrays
+    xv[:] = randn(64, 96)   # changed in place: the same pointer, new values
+    np.testing.assert_allclose(req.run({"x": xv})[0], expected(xv), rtol=1e-5, atol=1e-6)
+    other = randn(64, 96)
+    np.testing.assert_allclose(req.run({"x": other})[0], expected(other), rtol=1e-5, atol=1e-6)
+    assert len(prepared) == 2
+    column = randn(96, 64).T   # not taken by the kernel: the general path, still right
+    np.testing.assert_allclose(req.run({"x": column})[0], expected(column), rtol=1e-5, atol=1e-6)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import snipjit
+from snipjit.runtime.implementations import Kernel
 from snipjit.runtime.request import Request
 from snipjit import FeedError
 from snipjit.ops import OpError
@@ -276,7 +277,7 @@ def test_failing_step_is_named():
     cm = snipjit.compile(snipjit.parse_graph(CHAIN), fuse=False)
     step = cm.plan[1]
 
-    class Broken:
+    class Broken(Kernel):
         def __call__(self, inputs):
             raise ZeroDivisionError("boom")
 

@@ -27,11 +27,11 @@ def copy_module(name: str, element_bytes: int) -> ir.Module:
     n0, n1, n2, n3, s0, s1, s2, s3 = (b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i in range(8))
     contiguous = b.icmp_signed("==", s3, _c(1))
 
+    # the row's indices (i0, i1, i2): divided out of `begin` once, then stepped like an odometer
+    first = (b.sdiv(begin, b.mul(n1, n2)), b.srem(b.sdiv(begin, n2), n1), b.srem(begin, n2))
     rows = CountedLoop(b, "row", begin, end, 1)
+    i0, i1, i2 = (rows.phi(I64, v) for v in first)
     rows.enter()
-    i2 = b.srem(rows.index, n2)
-    i1 = b.srem(b.sdiv(rows.index, n2), n1)
-    i0 = b.sdiv(rows.index, b.mul(n1, n2))
     start = b.add(b.add(b.mul(i0, s0), b.mul(i1, s1)), b.mul(i2, s2))
     src_row = b.gep(src, [start], source_etype=elem)
     dst_row = b.gep(dst, [b.mul(rows.index, n3)], source_etype=elem)
@@ -66,6 +66,11 @@ def copy_module(name: str, element_bytes: int) -> ir.Module:
     cols.leave()
     b.branch(joined)
     b.position_at_end(joined)
-    rows.leave()
+    next2 = b.add(i2, _c(1))
+    wrap2 = b.icmp_signed("==", next2, n2)
+    next1 = b.select(wrap2, b.add(i1, _c(1)), i1)
+    wrap1 = b.icmp_signed("==", next1, n1)
+    rows.leave([(i2, b.select(wrap2, _c(0), next2)), (i1, b.select(wrap1, _c(0), next1)),
+                (i0, b.select(wrap1, b.add(i0, _c(1)), i0))])
     b.ret_void()
     return module
