@@ -13,7 +13,6 @@ in place on the output while it is still in cache.
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Callable, Sequence
 
 import numpy as np
@@ -23,7 +22,7 @@ from ..ir.graph import Node
 from ..ops import get_op
 from ..ops.nn import _window, conv_output, im2col
 from . import gemm
-from .implementations import Implementation, Kernel, ReferenceKernel, register_implementation
+from .implementations import Implementation, Kernel, PreparedLaunch, ReferenceKernel, register_implementation
 from .thread_pool import get_pool
 
 # epilogue op -> in-place application on the output `y` (with the node's other input `b`, attrs `a`)
@@ -86,11 +85,25 @@ class BlasKernel(Kernel):
     def binds(self) -> bool:
         return self.node.op == "MatMul" and self.native
 
-    def bind(self, in_shapes: Sequence[tuple], fixed: dict[int, np.ndarray], n_outputs: int) -> "BoundProduct | None":
-        """A launcher for MatMuls of matrices on the generated kernel (see `BoundProduct`)."""
+    def bind(self, in_shapes: Sequence[tuple], fixed: dict[int, np.ndarray], n_outputs: int) -> PreparedLaunch | None:
+        """MatMuls of matrices prepare their GEMM launch once (pointers, dims, split over threads)."""
         if not self.binds or any(len(s) < 2 for s in in_shapes):
             return None
-        return BoundProduct(self)
+
+        def prepare(arrays: list):
+            (a, b), y = arrays[:-1], arrays[-1]
+            bias = self._bias(y.shape[-1])
+            launch = gemm.prepare(a, self.packed if self.packed is not None else b, y, bias)
+            if launch is None:
+                return None
+            fused = int(bias is not None)
+
+            def call(arrays: list) -> None:
+                launch.run()
+                self._apply_epilogue(arrays[-1], fused)
+            return call
+
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
 
     def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
         for op, b, attrs in self.epilogue[start:]:
@@ -178,35 +191,6 @@ class BlasKernel(Kernel):
         return (w.ndim >= 3 and all(k == 1 for k in w.shape[2:]) and a["group"] == 1
                 and all(s == 1 for s in (a["strides"] or [1])) and not any(a["pads"] or [0])
                 and a["auto_pad"] in ("NOTSET", "VALID", ""))
-
-
-class BoundProduct:
-    """A MatMul step whose kernel launch (pointers, dims, split over threads) is prepared once and run
-    again while its arrays are the same objects as when it was prepared (arena and constant arrays
-    always are; feeds and output buffers when the caller reuses them). Others go the general way."""
-
-    def __init__(self, kernel: BlasKernel):
-        self.kernel = kernel
-        self.launch: gemm.GemmLaunch | None = None
-        self.arrays: list[weakref.ref] = []
-        self.fused = 0   # epilogue nodes the launch applies (the bias)
-
-    def __call__(self, args: list[np.ndarray]) -> None:
-        if self.launch is None or any(r() is not a for r, a in zip(self.arrays, args)):
-            if not self._prepare(args):
-                self.kernel.run_into(args[:-1], args[-1:])
-                return
-        self.launch.run()
-        self.kernel._apply_epilogue(args[-1], self.fused)
-
-    def _prepare(self, args: list[np.ndarray]) -> bool:
-        k = self.kernel
-        (a, b), y = args[:-1], args[-1]
-        bias = k._bias(y.shape[-1])
-        self.launch = gemm.prepare(a, k.packed if k.packed is not None else b, y, bias)
-        self.arrays = [weakref.ref(x) for x in args] if self.launch is not None else []
-        self.fused = int(bias is not None)
-        return self.launch is not None
 
 
 SPLIT_MIN_MULTIPLY_ADDS = 1 << 20   # smaller products run in one piece

@@ -6,6 +6,7 @@ in priority order (highest first) and takes the first that accepts: a generated 
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..ir.graph import Node
 from ..ops import get_op
-from .strided_copy import copy_into
+from . import strided_copy
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,26 @@ class Kernel:
         return ()
 
 
+class PreparedLaunch:
+    """A step launcher that prepares its call from the arrays of a first call and reruns it while later
+    calls pass the same array objects (arena and constant arrays always are; feeds and output buffers
+    when the caller reuses them). `prepare(arrays)` gives the call to rerun, or None when the arrays take
+    the kernel's general way, `fallback(arrays)`; arrays are the inputs, then the outputs. The call
+    is given the arrays again rather than holding them: a strong reference would keep an output buffer
+    from being recycled."""
+
+    def __init__(self, prepare: Callable[[list], Callable[[list], None] | None], fallback: Callable[[list], None]):
+        self.prepare, self.fallback = prepare, fallback
+        self.call: Callable[[list], None] | None = None
+        self.arrays: list[weakref.ref] = []
+
+    def __call__(self, arrays: list) -> None:
+        if not self.arrays or any(r() is not a for r, a in zip(self.arrays, arrays)):
+            self.call = self.prepare(arrays)
+            self.arrays = [weakref.ref(a) for a in arrays]
+        (self.call or self.fallback)(arrays)
+
+
 class ReferenceKernel(Kernel):
     """The op's NumPy reference kernel, with attributes resolved once at compile time."""
 
@@ -106,8 +127,24 @@ class ReferenceKernel(Kernel):
             super().run_into(inputs, outputs)
         else:   # movement ops: one copy of the view into the planned output, no temporary
             view = self.view(self.ctx, *inputs)
-            if not copy_into(view, outputs[0]):
+            if not strided_copy.copy_into(view, outputs[0]):
                 np.copyto(outputs[0], view.reshape(outputs[0].shape), casting="unsafe")
+
+    @property
+    def binds(self) -> bool:
+        """Movement ops whose view depends on the data input alone (not on values of other inputs, which
+        may change between runs in the same arrays) prepare their copy once."""
+        return self.view is not None and all(v is None or v.is_constant for v in self.ctx.node.inputs[1:])
+
+    def bind(self, in_shapes, fixed, n_outputs) -> PreparedLaunch | None:
+        if not self.binds or n_outputs != 1:
+            return None
+
+        def prepare(arrays: list):
+            launch = strided_copy.prepare(self.view(self.ctx, *arrays[:-1]), arrays[-1])
+            return (lambda _: launch.run()) if launch is not None else None
+
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
 
 
 def build_reference(node: Node, options: dict) -> Kernel:
@@ -116,5 +153,5 @@ def build_reference(node: Node, options: dict) -> Kernel:
 
 register_implementation(Implementation("reference", 0, lambda node, options: True, build_reference))
 
-__all__ = ["Implementation", "Kernel", "ReferenceKernel", "NotApplicable", "register_implementation",
+__all__ = ["Implementation", "Kernel", "PreparedLaunch", "ReferenceKernel", "NotApplicable", "register_implementation",
            "choose_implementation"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,19 +35,39 @@ def collapse(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int
 
 def copy_into(view: np.ndarray, out: np.ndarray) -> bool:
     """out[...] = view for a C-contiguous `out` of the same dtype and size; False when not taken."""
+    launch = prepare(view, out)
+    if launch is None:
+        return False
+    launch.run()
+    return True
+
+
+@dataclass
+class CopyLaunch:
+    """One copy with its kernel arguments prepared (the arrays they point into must stay alive)."""
+    address: int
+    ptrs: ctypes.Array
+    dims: ctypes.Array
+    rows: int
+
+    def run(self) -> None:
+        get_native_pool().run(self.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.rows)
+
+
+def prepare(view: np.ndarray, out: np.ndarray) -> CopyLaunch | None:
+    """The copy `out[...] = view` with its arguments prepared, or None when the kernel does not take it."""
     pool = get_native_pool()
     size = view.itemsize
     if (pool is None or view.size < MIN_ELEMENTS or view.dtype != out.dtype or view.size != out.size
             or not out.flags.c_contiguous or size not in (1, 2, 4, 8)
             or any(s % size for s in view.strides)):
-        return False
+        return None
     shape, strides = collapse(view.shape, tuple(s // size for s in view.strides))
     if len(shape) > RANK:
-        return False
+        return None
     shape = [1] * (RANK - len(shape)) + shape
     strides = [0] * (RANK - len(strides)) + strides
     address, _ = _kernel(size)
     ptrs = (ctypes.c_void_p * 2)(view.ctypes.data, out.ctypes.data)
     dims = (ctypes.c_int64 * (2 * RANK))(*shape, *strides)
-    pool.run(address, ctypes.addressof(ptrs), ctypes.addressof(dims), shape[0] * shape[1] * shape[2])
-    return True
+    return CopyLaunch(address, ptrs, dims, shape[0] * shape[1] * shape[2])

@@ -38,3 +38,33 @@ def test_collapse_merges_dims_that_step_as_one():
     assert strided_copy.collapse((2, 3, 4), (12, 4, 1)) == ([24], [1])
     assert strided_copy.collapse((4, 3, 2), (1, 8, 4)) == ([4, 6], [1, 4])
     assert strided_copy.collapse((1, 5, 1), (99, 2, 7)) == ([5], [2])
+
+
+def test_movement_steps_prepare_their_copy_once_while_their_arrays_stay(monkeypatch):
+    """A Transpose step prepares its copy from its first run's arrays and reruns it; a new feed array is
+    prepared again. A Slice whose bounds are computed at run time never reuses a prepared copy."""
+    import snipjit
+    prepared = []
+    real = strided_copy.prepare
+    monkeypatch.setattr(strided_copy, "prepare", lambda view, out: prepared.append(out.shape) or real(view, out))
+    cm = snipjit.compile(snipjit.parse_graph("""graph(x: f32[128,12,32], n: i64[1]) -> [y, z] {
+  const zero: i64[1] = [0]
+  const axis: i64[1] = [0]
+  [t] = Transpose(x) {perm=[1,0,2]}
+  [y] = Neg(t)
+  [z] = Slice(x, zero, n, axis)
+}"""))
+    assert [s.kernel.binds for s in cm.plan if s.ops == ["Transpose"]] == [True]
+    assert [s.kernel.binds for s in cm.plan if s.ops == ["Slice"]] == [False]
+    req = cm.create_request()
+    x = rng.standard_normal((128, 12, 32), dtype=np.float32)
+    for rows in (128, 100, 128):
+        y, z = req.run({"x": x, "n": np.array([rows])})
+        np.testing.assert_array_equal(y, -x.transpose(1, 0, 2))
+        np.testing.assert_array_equal(z, x[:rows])
+    assert prepared.count((12, 128, 32)) == 1
+    x[:] = rng.standard_normal((128, 12, 32), dtype=np.float32)   # in place: the same pointer
+    np.testing.assert_array_equal(req.run({"x": x, "n": np.array([128])})[0], -x.transpose(1, 0, 2))
+    other = rng.standard_normal((128, 12, 32), dtype=np.float32)
+    np.testing.assert_array_equal(req.run({"x": other, "n": np.array([128])})[0], -other.transpose(1, 0, 2))
+    assert prepared.count((12, 128, 32)) == 2
