@@ -123,13 +123,15 @@ def _rows_view(a: np.ndarray) -> tuple[int, int] | None:
 @dataclass
 class GemmLaunch:
     """One product with its kernel arguments prepared: `run()` computes it again into the same memory
-    (the arrays it was prepared from must stay alive and unchanged in layout)."""
+    (A, B and the output must stay alive and unchanged in layout; the bias, often a reshaped copy, is
+    held here)."""
     kernel: GemmKernel
     ptrs: ctypes.Array
     dims: ctypes.Array
     items: int
     threads: int
     scratch: object   # native_pool.Scratchpads
+    bias: np.ndarray | None
 
     def run(self) -> None:
         if self.threads > 1:
@@ -205,4 +207,4 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
     dims = (ctypes.c_int64 * 14)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
                                  chunks, chunk_rows, int(pack))
     scratch = scratchpads(threads, k * kernel.nr * 4 if pack else 0)
-    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch)
+    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias)

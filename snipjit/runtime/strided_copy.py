@@ -44,11 +44,13 @@ def copy_into(view: np.ndarray, out: np.ndarray) -> bool:
 
 @dataclass
 class CopyLaunch:
-    """One copy with its kernel arguments prepared (the arrays they point into must stay alive)."""
+    """One copy with its kernel arguments prepared (the destination must stay alive; the source view
+    is held, in case the view op made it a new array)."""
     address: int
     ptrs: ctypes.Array
     dims: ctypes.Array
     rows: int
+    source: np.ndarray
 
     def run(self) -> None:
         get_native_pool().run(self.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.rows)
@@ -70,4 +72,4 @@ def prepare(view: np.ndarray, out: np.ndarray) -> CopyLaunch | None:
     address, _ = _kernel(size)
     ptrs = (ctypes.c_void_p * 2)(view.ctypes.data, out.ctypes.data)
     dims = (ctypes.c_int64 * (2 * RANK))(*shape, *strides)
-    return CopyLaunch(address, ptrs, dims, shape[0] * shape[1] * shape[2])
+    return CopyLaunch(address, ptrs, dims, shape[0] * shape[1] * shape[2], view)
