@@ -39,6 +39,14 @@ def check_dtypes(ctx: OpContext, allowed: Iterable[DType], inputs: Iterable[int]
             raise ctx.fail(f"input {i} has dtype {t.dtype}; {ctx.op} takes {names}")
 
 
+def require_dtype_of_x(ctx: OpContext) -> None:
+    """Fail unless every present input has the dtype of input 0 (X)."""
+    x = ctx.in_types[0]
+    for i, t in enumerate(ctx.in_types):
+        if t is not None and t.dtype != x.dtype:
+            raise ctx.fail(f"input {i} has dtype {t.dtype} but X has {x.dtype}")
+
+
 def one_of(attr: str, choices: Sequence) -> Check:
     """A check that attribute `attr` has one of `choices`."""
     def check(ctx: OpContext) -> None:

@@ -19,7 +19,7 @@ from ..ir.dtypes import DType, boolean, dtype as to_dtype, f64, i64, string
 from ..ir.graph import TensorType
 from ..ir.shape import Shape, shape_str
 from ._indexing import dim_affine, dim_prod, ints, norm_axis, require_rank, same_dim, scalar_of, static_length, tensor
-from .common import FLOATS, NUMERIC, axis_of, check_dtypes, compute_dtype, one_of, upcast
+from .common import FLOATS, NUMERIC, axis_of, check_dtypes, compute_dtype, one_of, require_dtype_of_x, upcast
 from .nn import Window, _place, _window
 from .reduce import cumulative, infer_cumulative
 from .registry import REQUIRED, Category, OpContext, register
@@ -472,9 +472,7 @@ def _deform_window(ctx: OpContext, w: Shape) -> Window | None:
 def _infer_deform_conv(ctx: OpContext) -> list[TensorType]:
     check_dtypes(ctx, FLOATS)
     x, w = ctx.in_types[:2]
-    for i, t in enumerate(ctx.in_types):
-        if t is not None and t.dtype != x.dtype:
-            raise ctx.fail(f"input {i} has dtype {t.dtype} but X has {x.dtype}")
+    require_dtype_of_x(ctx)
     for s in (x.shape, w.shape, ctx.in_types[2].shape):
         require_rank(ctx, s, 3, -1)
     win = _deform_window(ctx, w.shape)

@@ -17,7 +17,7 @@ from ..ir.dtypes import i8, i64, u8
 from ..ir.graph import TensorType
 from ..ir.shape import Dim, Shape, ShapeError
 from ._indexing import dim_affine, require_rank, tensor
-from .common import FLOATS, check_dtypes, compute_dtype, one_of
+from .common import FLOATS, check_dtypes, compute_dtype, one_of, require_dtype_of_x
 from .registry import REQUIRED, Category, OpContext, register
 
 H = Category.HEAVY
@@ -176,9 +176,7 @@ def _check_bias(ctx: OpContext, b: Shape, m: Dim) -> None:
 def _infer_conv(ctx: OpContext) -> list[TensorType]:
     check_dtypes(ctx, FLOATS)
     x, w = ctx.in_types[:2]
-    for i, t in enumerate(ctx.in_types):
-        if t is not None and t.dtype != x.dtype:
-            raise ctx.fail(f"input {i} has dtype {t.dtype} but X has {x.dtype}")
+    require_dtype_of_x(ctx)
     if w.shape is not None and len(w.shape) < 3:
         raise ctx.fail(f"weights must have rank >= 3, got {list(w.shape)}")
     m = None if w.shape is None else w.shape[0]
@@ -276,9 +274,7 @@ def _transpose_geometry(ctx: OpContext, spatial: tuple[Dim, ...], kernel: tuple[
 def _infer_conv_transpose(ctx: OpContext) -> list[TensorType]:
     check_dtypes(ctx, FLOATS)
     x, w = ctx.in_types[:2]
-    for i, t in enumerate(ctx.in_types):
-        if t is not None and t.dtype != x.dtype:
-            raise ctx.fail(f"input {i} has dtype {t.dtype} but X has {x.dtype}")
+    require_dtype_of_x(ctx)
     g = ctx.attrs["group"]
     m = None if w.shape is None else dim_affine(w.shape[1], mul=g)
     if x.shape is not None and w.shape is not None:
