@@ -91,17 +91,20 @@ class PreparedLaunch:
     when the caller reuses them). `prepare(arrays)` gives the call to rerun, or None when the arrays take
     the kernel's general way, `fallback(arrays)`; arrays are the inputs, then the outputs. The call
     is given the arrays again rather than holding them: a strong reference would keep an output buffer
-    from being recycled."""
+    from being recycled. `watched` limits the identity test to the positions that can change."""
 
-    def __init__(self, prepare: Callable[[list], Callable[[list], None] | None], fallback: Callable[[list], None]):
+    def __init__(self, prepare: Callable[[list], Callable[[list], None] | None], fallback: Callable[[list], None],
+                 watched: Sequence[int] | None = None):
         self.prepare, self.fallback = prepare, fallback
+        self.watched = None if watched is None else list(watched)
         self.call: Callable[[list], None] | None = None
-        self.arrays: list[weakref.ref] = []
+        self.seen: list[tuple[int, weakref.ref]] | None = None
 
     def __call__(self, arrays: list) -> None:
-        if not self.arrays or any(r() is not a for r, a in zip(self.arrays, arrays)):
+        if self.seen is None or any(r() is not arrays[i] for i, r in self.seen):
             self.call = self.prepare(arrays)
-            self.arrays = [weakref.ref(a) for a in arrays]
+            self.seen = [(i, weakref.ref(arrays[i])) for i in
+                         (range(len(arrays)) if self.watched is None else self.watched)]
         (self.call or self.fallback)(arrays)
 
 

@@ -25,7 +25,8 @@ from .dumps import PassDumper, dump_dir
 from .errors import KernelBoundsError
 from .kernel_cache import cache_key, get_kernel_cache
 from .memory_planner import aligned_empty
-from .implementations import Implementation, Kernel, NotApplicable, build_reference, register_implementation
+from .implementations import (Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference,
+                              register_implementation)
 from .native_pool import get_native_pool, scratchpads
 from .thread_pool import get_pool
 
@@ -191,9 +192,8 @@ class SnippetKernel(Kernel):
 
 
 class BoundLaunch:
-    """A snippet call with its pointer and dims arrays prepared: a call only refreshes the pointers of
-    arguments whose arrays change between runs (feeds, output buffers) and calls the kernel. An argument
-    that is the same array object as last call keeps its pointer (a weak reference tells)."""
+    """A snippet call with its pointer and dims arrays prepared: the pointers of arguments whose arrays
+    may change between runs (feeds, output buffers) are set again only when they do (`PreparedLaunch`)."""
 
     def __init__(self, kernel: SnippetKernel, master: tuple[int, ...], fixed: dict[int, np.ndarray], n_args: int):
         self.kernel = kernel
@@ -206,7 +206,7 @@ class BoundLaunch:
         self.scratch_bytes = master[-1] * 4 * kernel.compiled.scratch_rows
         self.fixed = fixed   # keeps the fixed arrays alive as long as their pointers are used
         self.native = get_native_pool() if self.parallel else None
-        self._last: dict[int, weakref.ref] = {}   # argument -> the array its pointer was taken from
+        self._pointed = PreparedLaunch(self._point, self._point_at_copies, self.dynamic)
         # a request runs on one thread at a time, so its serial launches can own their scratchpad
         self.serial_pad = aligned_empty(self.scratch_bytes) if self.scratch_bytes and not self.parallel else None
         self.serial_pad_address = self.serial_pad.ctypes.data if self.serial_pad is not None else None
@@ -216,28 +216,33 @@ class BoundLaunch:
             self.args = (ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.domain, 0,
                          self.scratch.base, self.scratch.stride)
 
-    def __call__(self, args: Sequence[np.ndarray]) -> None:
-        ptrs, last = self.ptrs, self._last
+    def __call__(self, args: list[np.ndarray]) -> None:
+        self._pointed(args)
+
+    def _point(self, args: list[np.ndarray]):
+        """Point at the arguments themselves, unless an input is not contiguous."""
+        if any(i < self.n_inputs and not args[i].flags.c_contiguous for i in self.dynamic):
+            return None
         for i in self.dynamic:
-            a = args[i]
-            seen = last.get(i)
-            if seen is not None and seen() is a:
-                continue
-            if i < self.n_inputs and not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)   # held by `args` in the caller until the call returns
-                args[i] = a
-                last.pop(i, None)
-            else:
-                last[i] = weakref.ref(a)
-            ptrs[i] = a.ctypes.data
+            self.ptrs[i] = args[i].ctypes.data
+        return self._launch
+
+    def _point_at_copies(self, args: list[np.ndarray]) -> None:
+        for i in self.dynamic:
+            if i < self.n_inputs and not args[i].flags.c_contiguous:
+                args[i] = np.ascontiguousarray(args[i])   # held by `args` in the caller until the call returns
+            self.ptrs[i] = args[i].ctypes.data
+        self._launch(args)
+
+    def _launch(self, args: list[np.ndarray]) -> None:
         k = self.kernel
         k.calls += 1
         if not self.parallel:
-            k.fn(ptrs, self.dims, 0, self.domain, self.serial_pad_address)
+            k.fn(self.ptrs, self.dims, 0, self.domain, self.serial_pad_address)
         elif self.native is not None:
             self.native.run(self.fn_address, *self.args)
         else:
-            fn, dims, scratch_bytes = k.fn, self.dims, self.scratch_bytes
+            fn, ptrs, dims, scratch_bytes = k.fn, self.ptrs, self.dims, self.scratch_bytes
             get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, k._scratchpad(scratch_bytes)),
                                     self.domain)
 
