@@ -35,17 +35,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import snipjit
-from snipjit.runtime import kernel_cache
 from snipjit.snippets.support import ELEMENTWISE_OPS
 
 
-@pytest.fixture(autouse=True, scope="module")
-def memory_only_kernel_cache():
-    """Compile kernels from this code, not from a disk cache another version of the compiler filled."""
-    saved = kernel_cache._cache
-    kernel_cache._cache = kernel_cache.KernelCache(None)
-    yield
-    kernel_cache._cache = saved
+pytestmark = pytest.mark.usefixtures("memory_only_kernel_cache")   # kernels compiled from this code
 
 
 # ---- the ops ---------------------------------------------------------------------------------------

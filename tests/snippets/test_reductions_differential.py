@@ -32,7 +32,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import snipjit
 import snipjit.runtime.errors
 from snipjit.ops.registry import get_op
-from snipjit.runtime import kernel_cache
 from snipjit.snippets.support import NORMALIZATION_OPS, REDUCE_OPS
 from lir_helpers import checked_if_possible
 
@@ -43,13 +42,7 @@ EXACT_OPS = {"Neg", "Abs", "Relu", "Add", "Sub", "Mul", "Max", "Min", "ReduceMax
 INNER_SIZES = (1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 129, 255, 299, 300)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def memory_only_kernel_cache():
-    """Compile kernels from this code, not from a disk cache another version of the compiler filled."""
-    saved = kernel_cache._cache
-    kernel_cache._cache = kernel_cache.KernelCache(None)
-    yield
-    kernel_cache._cache = saved
+pytestmark = pytest.mark.usefixtures("memory_only_kernel_cache")   # kernels compiled from this code
 
 
 # ---- random graphs ---------------------------------------------------------------------------------

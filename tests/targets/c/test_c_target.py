@@ -42,13 +42,7 @@ LLVM = get_target("llvm")
 TARGETS = {"c": C, "llvm": LLVM}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def memory_only_kernel_cache():
-    """Compile kernels from this code, not from a disk cache another version of the compiler filled."""
-    saved = kernel_cache._cache
-    kernel_cache._cache = kernel_cache.KernelCache(None)
-    yield
-    kernel_cache._cache = saved
+pytestmark = pytest.mark.usefixtures("memory_only_kernel_cache")   # kernels compiled from this code
 
 
 # ---- compiling and running kernels ------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import pytest
 
 import snipjit
 from lir_helpers import find, lowered
-from snipjit.runtime import kernel_cache
 from snipjit.snippets.lowered.passes.allocate_buffers import AllocateBuffers
 from snipjit.snippets.lowered.passes.define_buffer_clusters import DefineBufferClusters, buffer_accesses
 from snipjit.snippets.lowered.passes.set_buffer_reg_group import SetBufferRegGroup, colour
@@ -162,12 +161,6 @@ def test_colouring(nodes, edges, want):
     assert all(colours[a] != colours[b] for a, b in map(tuple, edges))
 
 
-@pytest.fixture(scope="module")
-def memory_only_kernel_cache():
-    saved = kernel_cache._cache
-    kernel_cache._cache = kernel_cache.KernelCache(None)
-    yield
-    kernel_cache._cache = saved
 
 
 @pytest.mark.parametrize("text", [SOFTMAX_OF_SUM, SOFTMAX_TIMES_INPUT, STORE_BEFORE_LAST_READ, CHAIN],

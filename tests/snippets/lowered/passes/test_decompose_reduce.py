@@ -7,18 +7,12 @@ import pytest
 
 import snipjit
 from lir_helpers import find, layout, lowered, one, port_of
-from snipjit.runtime import kernel_cache
 from snipjit.snippets.lowered.passes.decompose_reduce import DecomposeReduce
 from snipjit.snippets.symbolic import Sym
 from lir_helpers import checked_if_possible
 
 
-@pytest.fixture(autouse=True, scope="module")
-def memory_only_kernel_cache():
-    saved = kernel_cache._cache
-    kernel_cache._cache = kernel_cache.KernelCache(None)
-    yield
-    kernel_cache._cache = saved
+pytestmark = pytest.mark.usefixtures("memory_only_kernel_cache")   # kernels compiled from this code
 
 
 def reduce_body(kind: str, inner="37") -> str:
