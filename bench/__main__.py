@@ -23,7 +23,7 @@ def _names(text: str, valid) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
-        description="Time snipjit against onnxruntime, OpenVINO, NumPy, numexpr, PyTorch and the memory-bandwidth "
+        description="Time snipjit against onnxruntime, OpenVINO, NumPy, numexpr, PyTorch, hand-written C and the memory-bandwidth "
         "limit, each engine in its own process, in alternating rounds; writes OUT/latest.json and OUT/latest.png.",
     )
     parser.add_argument("--only", help="comma-separated workload names or groups (default: all); see --list")

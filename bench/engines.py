@@ -1,5 +1,5 @@
-"""The suite's engines: the model engines of snipjit.benchmark, plus the hand-written NumPy, numexpr
-and PyTorch versions of a workload and the stream limit. The loaders run in the worker processes
+"""The suite's engines: the model engines of snipjit.benchmark, plus the hand-written NumPy, numexpr,
+PyTorch and C versions of a workload and the stream limit. The loaders run in the worker processes
 of snipjit.benchmark, which find the workload by the name in the engine's options."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Callable
 
 import numpy as np
 
-from bench import models, stream, workloads
+from bench import models, native, stream, workloads
 from bench.workloads import Workload
 from snipjit.benchmark import MODEL_ENGINES, Engine, EngineUnavailable, Feeds, Job, Loaded
 
-ALL = (*MODEL_ENGINES, "numpy", "numexpr", "torch", "stream-limit")
+ALL = (*MODEL_ENGINES, "numpy", "numexpr", "torch", "hand-c", "stream-limit")
 
 
 def _workload(job: Job) -> Workload:
@@ -62,6 +62,26 @@ def load_torch(job: Job, feeds: Feeds) -> Loaded:
     return Loaded(run, f"torch {torch.__version__}")
 
 
+def load_handwritten(job: Job, feeds: Feeds) -> Loaded:
+    """The hand-written C kernel, bound to the feed arrays (bound again if other arrays come)."""
+    make = _workload(job).handwritten_fn
+    bound: dict = {}
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        arrays = list(feeds.values())
+        if len(arrays) != len(bound.get("arrays", ())) or any(a is not b for a, b in zip(arrays, bound["arrays"])):
+            bound.update(arrays=arrays, call=make(job.threads, **feeds))
+        call, outputs = bound["call"]
+        call()
+        return outputs
+
+    try:
+        run(feeds)
+    except (ValueError, native.CompilerMissing) as error:
+        raise EngineUnavailable(str(error)) from error
+    return Loaded(run, "gcc -O3 -march=native, OpenMP")
+
+
 def load_stream_limit(job: Job, feeds: Feeds) -> Loaded:
     """Reads the inputs of the outputs' size (weights are negligible) and writes the outputs."""
     outputs = [np.empty(shape, np.float32) for shape in models.output_shapes(job.model)]
@@ -85,6 +105,7 @@ SUITE_ENGINES = {
     "numpy": _SuiteEngine(load_numpy, (), lambda w: w.numpy_fn is not None),
     "numexpr": _SuiteEngine(load_numexpr, ("numexpr",), lambda w: w.numexpr_expr is not None),
     "torch": _SuiteEngine(load_torch, ("torch",), lambda w: bool(w.torch_fn or w.torch_model)),
+    "hand-c": _SuiteEngine(load_handwritten, (), lambda w: w.handwritten_fn is not None),
     "stream-limit": _SuiteEngine(load_stream_limit, (), lambda w: w.memory_bound),
 }
 

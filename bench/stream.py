@@ -1,46 +1,23 @@
-"""The stream limit: bench/stream.c compiled with gcc at benchmark time into bench/.cache/ (keyed by
-source, flags and compiler) and called through ctypes."""
+"""The stream limit: bench/stream.c, built by `bench.native`, called through ctypes."""
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
+import functools
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from bench.native import CompilerMissing, build
+
 SOURCE = Path(__file__).with_name("stream.c")
-CACHE_DIR = Path(__file__).resolve().parent / ".cache"
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")  # never -ffast-math
+__all__ = ["CompilerMissing", "bind", "library"]
 
 
-class CompilerMissing(RuntimeError):
-    pass
-
-
-def _compiler() -> str:
-    for name in ("gcc-12", "gcc"):
-        path = shutil.which(name)
-        if path:
-            return path
-    raise CompilerMissing("gcc is needed to build the stream-limit kernel")
-
-
+@functools.cache
 def library() -> ctypes.CDLL:
-    compiler = _compiler()
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version]).encode()).hexdigest()[:16]
-    path = CACHE_DIR / f"stream-{key}.so"
-    if not path.exists():
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(partial)], check=True)
-        partial.replace(path)
-    lib = ctypes.CDLL(str(path))
+    lib = build(SOURCE)
     lib.stream_sum.restype = None
     lib.stream_sum.argtypes = [
         ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,

@@ -1,5 +1,5 @@
 """The workloads of the suite: each an ONNX model, its inputs and, where a user could write one, the
-same computation as a NumPy, numexpr or PyTorch expression.
+same computation as a NumPy, numexpr or PyTorch expression, or a hand-written C kernel.
 
 Elementwise chains and reductions are built with onnx.helper from the ops an exporter emits; the
 BERT encoder is exported from PyTorch; the zoo models ship with the onnx package.
@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench import models
+from bench import handwritten, models
 
 Arrays = list[np.ndarray]
 EW_SHAPE = (4, 4, 1024, 1024)
@@ -30,7 +30,9 @@ class Workload:
 
     numpy_fn is the hand-written NumPy version in float32 (also run on float64 inputs as the
     reference the outputs are checked against); torch_fn takes the inputs as torch tensors, by
-    name; torch_model builds a module taking them in the model's input order. `unsupported` names
+    name; torch_model builds a module taking them in the model's input order; handwritten_fn takes the
+    thread count and the inputs by name and returns a bound call of the hand-written C kernel
+    (bench/handwritten.c) and the outputs it writes. `unsupported` names
     engines that cannot express the workload, with the reason.
     """
 
@@ -43,6 +45,7 @@ class Workload:
     numexpr_expr: str | None = None
     torch_fn: Callable[..., list] | None = None
     torch_model: Callable[[], Callable] | None = None
+    handwritten_fn: Callable[..., tuple[Callable[[], None], Arrays]] | None = None
     requires: tuple[str, ...] = ()  # modules needed to build the model
     unsupported: dict[str, str] = field(default_factory=dict)
 
@@ -124,6 +127,11 @@ def _softmax_numpy(x):
     return [e / e.sum(axis=-1, keepdims=True)]
 
 
+def _softmax_handwritten(threads: int, x):
+    out = np.empty_like(x)
+    return handwritten.softmax(x, out, threads), [out]
+
+
 @functools.cache
 def _ln_weights(width: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(width)
@@ -155,6 +163,12 @@ def _layernorm_numpy(x, residual):
     return [centered / np.sqrt(variance + LN_EPSILON) * gamma + beta]
 
 
+def _layernorm_handwritten(threads: int, x, residual):
+    gamma, beta = _ln_weights(x.shape[-1])
+    out = np.empty_like(x)
+    return handwritten.add_layernorm(x, residual, gamma, beta, out, LN_EPSILON, threads), [out]
+
+
 def _layernorm_torch(x, residual):
     import torch
 
@@ -172,6 +186,7 @@ def _layernorm(shape: tuple[int, ...]) -> Workload:
         _normal("x", "residual", shape=shape),
         numpy_fn=_layernorm_numpy,
         torch_fn=_layernorm_torch,
+        handwritten_fn=_layernorm_handwritten,
     )
 
 
@@ -246,6 +261,7 @@ WORKLOADS: dict[str, Workload] = {
             _normal("x", shape=SOFTMAX_SHAPE),
             numpy_fn=_softmax_numpy,
             torch_fn=lambda x: [x.softmax(dim=-1)],
+            handwritten_fn=_softmax_handwritten,
         ),
         _layernorm((8, 128, 384)),
         _layernorm((64, 4096)),
