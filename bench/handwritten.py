@@ -41,8 +41,7 @@ def _rows(name: str, *arrays: np.ndarray) -> tuple[int, int]:
 def softmax(x: np.ndarray, out: np.ndarray, threads: int) -> Call:
     """Softmax over the last axis of x into out."""
     rows, n = _rows("softmax", x, out)
-    function, args = library().softmax_rows, (pointer(x), pointer(out), rows, n, threads)
-    return lambda: function(*args)
+    return _bound(library().softmax_rows, [x, out], rows, n, threads)
 
 
 def add_layernorm(x: np.ndarray, residual: np.ndarray, gamma: np.ndarray, beta: np.ndarray, out: np.ndarray,
@@ -52,6 +51,10 @@ def add_layernorm(x: np.ndarray, residual: np.ndarray, gamma: np.ndarray, beta: 
     for name, weight in (("gamma", gamma), ("beta", beta)):
         if weight.shape != (n,) or weight.dtype != np.float32:
             raise ValueError(f"add_layernorm: {name} must be float32[{n}], got {weight.dtype}{list(weight.shape)}")
-    function = library().add_layernorm_rows
-    args = (pointer(x), pointer(residual), pointer(gamma), pointer(beta), pointer(out), rows, n, epsilon, threads)
-    return lambda: function(*args)
+    return _bound(library().add_layernorm_rows, [x, residual, gamma, beta, out], rows, n, epsilon, threads)
+
+
+def _bound(function, arrays: list[np.ndarray], *scalars) -> Call:
+    """function(pointers of arrays..., scalars...), holding the arrays as long as the call lives."""
+    args = (*map(pointer, arrays), *scalars)
+    return lambda: (function(*args), arrays)[0]

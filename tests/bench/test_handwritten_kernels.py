@@ -40,3 +40,18 @@ def test_bad_arrays_are_refused_by_name():
         handwritten.add_layernorm(y, y, np.ones(8, np.float32), np.zeros(16, np.float32), np.empty_like(y), 1e-5, 1)
     with pytest.raises(ValueError, match="one shape"):
         handwritten.softmax(y, np.empty((2, 32), np.float32), threads=1)
+
+
+def test_a_bound_call_keeps_its_arrays_alive():
+    import gc
+    import weakref
+
+    x = np.zeros((2, 16), np.float32)
+    out = np.empty_like(x)
+    alive = weakref.ref(out)
+    call = handwritten.softmax(x, out, threads=1)
+    del out
+    gc.collect()
+    call()
+    assert alive() is not None
+    np.testing.assert_allclose(alive(), 1 / 16)
