@@ -68,8 +68,8 @@ def load_handwritten(job: Job, feeds: Feeds) -> Loaded:
     bound: dict = {}
 
     def run(feeds: Feeds) -> list[np.ndarray]:
-        arrays = list(feeds.values())
-        if len(arrays) != len(bound.get("arrays", ())) or any(a is not b for a, b in zip(arrays, bound["arrays"])):
+        arrays, previous = list(feeds.values()), bound.get("arrays")
+        if previous is None or len(arrays) != len(previous) or any(a is not b for a, b in zip(arrays, previous)):
             bound.update(arrays=arrays, call=make(job.threads, **feeds))
         call, outputs = bound["call"]
         call()

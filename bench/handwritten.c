@@ -5,7 +5,8 @@
  *
  * softmax_rows:       m = max(x); e = exp(x - m) stored in the output; output *= 1 / sum(e).
  *                     exp is Cody-Waite reduction with a degree-5 polynomial (about 2 ulp), valid
- *                     because x - m <= 0; results below e^-87 flush to zero.
+ *                     because x - m <= 0; results below e^-87 flush to zero (and NaN inputs are not
+ *                     handled: the workloads' inputs are finite).
  * add_layernorm_rows: t = x + residual stored in the output; mean; variance as the mean of
  *                     (t - mean)^2 (the stable two-pass form); output = (t - mean) / sqrt(var + eps)
  *                     * gamma + beta. Four accumulators per reduction. */
