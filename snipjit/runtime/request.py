@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class Request:
         slots = bound.slots
         for s, a in zip(p.input_slots, arrays):
             slots[s] = a
-        given = self._caller_buffers(outputs, bound.plan)
+        given = self._caller_buffers(outputs, bound.plan, arrays)
         for s, t in bound.plan.escaping.items():
             slots[s] = given[s] if s in given else self._recycle(s, t)
         try:
@@ -181,8 +181,10 @@ class Request:
             return old
         return np.empty(t.shape, t.dtype.np)   # owns its memory: the refcount test above relies on it
 
-    def _caller_buffers(self, outputs: Mapping[str, np.ndarray] | None, plan: ResolvedPlan) -> dict[int, np.ndarray]:
-        """Caller buffers that outputs can be computed into directly (others are copied at the end)."""
+    def _caller_buffers(self, outputs: Mapping[str, np.ndarray] | None, plan: ResolvedPlan,
+                        feeds: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
+        """Caller buffers that outputs can be computed into directly (others are copied at the end):
+        not one that may overlap a feed, which the steps would overwrite while they still read it."""
         if not outputs:
             return {}
         unknown = set(outputs) - set(self._output_names)
@@ -196,7 +198,8 @@ class Request:
             if not isinstance(buf, np.ndarray) or buf.shape != t.shape or buf.dtype != t.dtype.np:
                 raise FeedError(f"output buffer '{name}' must be {t.dtype.np}{list(t.shape)}, got "
                                 f"{getattr(buf, 'dtype', type(buf).__name__)}{list(getattr(buf, 'shape', []))}")
-            if buf.flags.c_contiguous and buf.flags.writeable:
+            if buf.flags.c_contiguous and buf.flags.writeable and \
+                    not any(np.may_share_memory(buf, a) for a in feeds):
                 given[s] = buf
         return given
 

@@ -62,6 +62,27 @@ def test_non_contiguous_caller_buffer_receives_a_copy(chain):
     np.testing.assert_array_equal(buf, chain_expected(x))
 
 
+@pytest.mark.parametrize("text", [
+    "graph(x: f32[64,64]) -> [y] { [y] = Transpose(x) }",
+    "graph(x: f32[64,64], w: f32[64,64]) -> [y] { [y] = MatMul(x, w) }",
+    "graph(x: f32[64,64], w: f32[64,64]) -> [y] { [a] = MatMul(x, w)\n [y] = Add(a, x) }",
+    "graph(x: f32[64,64]) -> [y] { const w: f32[64,64] = [%s]\n [y] = MatMul(x, w) }"
+    % ", ".join(str(v) for v in np.linspace(-1, 1, 4096)),
+], ids=["transpose", "matmul", "matmul_add", "matmul_by_constant"])
+@pytest.mark.parametrize("overlap", ["same", "shifted_view"])
+def test_a_caller_buffer_overlapping_a_feed_gets_the_right_result(text, overlap):
+    cm = snipjit.compile(snipjit.parse_graph(text))
+    memory = randn(65, 64)
+    x = memory[:64]
+    buf = x if overlap == "same" else memory[1:]
+    w = randn(64, 64)
+    feeds = {"x": x, "w": w} if len(cm.graph.inputs) == 2 else {"x": x}
+    want = cm.run({k: v.copy() for k, v in feeds.items()})[0]
+    out = cm.create_request().run(feeds, outputs={"y": buf})
+    assert out[0] is buf
+    np.testing.assert_allclose(buf, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("bad, shown", [
     (np.empty((64, 127), np.float32), "float32[64, 127]"),
     (np.empty((64, 128), np.float64), "float64[64, 128]"),
