@@ -12,6 +12,16 @@ from snipjit.targets.target import TargetMachine
 
 GUARD = 64   # elements after each output buffer (at least two vectors of any target) that must stay untouched
 SENTINEL = {np.dtype(np.float32): np.float32(-12345.5), np.dtype(np.bool_): np.True_}
+# more values live at once in its loop than a target of three vector registers holds: it spills
+WIDE = """graph(x: f32[?], y: f32[?]) -> [z] {
+  [a] = Exp(x)
+  [b] = Sin(y)
+  [c] = Cos(x)
+  [d] = Tanh(y)
+  [e] = Add(a, b)
+  [f] = Mul(c, d)
+  [z] = Sub(e, f)
+}"""
 
 
 @dataclass

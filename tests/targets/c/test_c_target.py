@@ -323,15 +323,7 @@ class TinyC(type(C)):
 
 
 def test_register_spilling_of_loop_values():
-    kernel = compile_body("""graph(x: f32[?], y: f32[?]) -> [z] {
-      [a] = Exp(x)
-      [b] = Sin(y)
-      [c] = Cos(x)
-      [d] = Tanh(y)
-      [e] = Add(a, b)
-      [f] = Mul(c, d)
-      [z] = Sub(e, f)
-    }""", TinyC(compiler=C.compiler))
+    kernel = compile_body(kernels.WIDE, TinyC(compiler=C.compiler))
     assert "Spill" in kernel.compiled.linear_ir
     for n in (7, 50):
         x, y = data(n, 1), data(n, 2)

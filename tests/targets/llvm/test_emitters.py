@@ -428,15 +428,7 @@ def test_register_spilling_of_scalars():
 
 
 def test_register_spilling_of_loop_values_with_three_registers():
-    kernel = compile_body("""graph(x: f32[?], y: f32[?]) -> [z] {
-      [a] = Exp(x)
-      [b] = Sin(y)
-      [c] = Cos(x)
-      [d] = Tanh(y)
-      [e] = Add(a, b)
-      [f] = Mul(c, d)
-      [z] = Sub(e, f)
-    }""", target=TinyTarget())
+    kernel = compile_body(kernels.WIDE, target=TinyTarget())
     assert "Spill" in kernel.compiled.linear_ir
     for n in (7, 50):
         x, y = data(n, 1), data(n, 2)
