@@ -88,7 +88,7 @@ def load_stream_limit(job: Job, feeds: Feeds) -> Loaded:
     inputs = [a for a in feeds.values() if a.size == outputs[0].size]
     try:
         call = stream.bind(inputs, outputs, job.threads)
-    except (ValueError, stream.CompilerMissing) as error:
+    except (ValueError, native.CompilerMissing) as error:
         raise EngineUnavailable(str(error)) from error
     moved = sum(a.nbytes for a in [*inputs, *outputs])
     return Loaded(lambda feeds: (call(), outputs)[1], f"reads+writes {moved / 2**20:.0f} MiB per run")

@@ -9,10 +9,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bench.native import CompilerMissing, build
+from bench.native import build
 
 SOURCE = Path(__file__).with_name("stream.c")
-__all__ = ["CompilerMissing", "bind", "library"]
 
 
 @functools.cache
