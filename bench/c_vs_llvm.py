@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import snipjit  # noqa: E402
 from snipjit import parse_graph  # noqa: E402
-from snipjit.runtime import kernel_cache  # noqa: E402
-from snipjit.snippets.compiler import compile_subgraph  # noqa: E402
+from snipjit.runtime.caches import kernel_cache  # noqa: E402
+from snipjit.snippets.subgraph_compiler import compile_subgraph  # noqa: E402
 from snipjit.targets import get_target  # noqa: E402
 
 WORKLOADS = {

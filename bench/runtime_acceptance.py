@@ -335,7 +335,7 @@ def child_compile_once(args) -> dict:
     """One timed compile (in a fresh interpreter), and a second one in the same process."""
     import snipjit
     from snipjit.compiler import load_graph
-    from snipjit.runtime.kernel_cache import get_kernel_cache
+    from snipjit.runtime.caches.kernel_cache import get_kernel_cache
     t0 = time.perf_counter()
     load_graph(args.model)
     load_s = time.perf_counter() - t0

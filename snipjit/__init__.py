@@ -7,8 +7,8 @@
 from .builder import GraphBuilder
 from .compiler import CompiledModel, compile
 from .ir import Graph, parse_graph, print_graph
-from .runtime.feeds import FeedError
-from .runtime.request import Request
+from .runtime.execution.feeds import FeedError
+from .runtime.execution.request import Request
 
 __version__ = "0.1.0"
 __all__ = ["compile", "CompiledModel", "Request", "GraphBuilder", "Graph", "parse_graph", "print_graph",

@@ -11,11 +11,13 @@ import numpy as np
 
 from .ir.graph import Graph, TensorType, is_held_placeholder
 from .passes.pipeline import GraphPass, default_pipeline
-from .runtime import blas_impl, compile_pool, model_cache, snippet_impl  # noqa: F401  (register the implementations)
-from .runtime.program import Program, Step
-from .runtime.profile import Profile
-from .runtime.request import Request
-from .runtime.runtime_constants import RuntimeConstants
+from .runtime.implementations import blas, snippet
+from .runtime.planning import compile_workers
+from .runtime.caches import model_cache  # noqa: F401  (register the implementations)
+from .runtime.planning.program import Program, Step
+from .runtime.execution.profile import Profile
+from .runtime.execution.request import Request
+from .runtime.execution.runtime_constants import RuntimeConstants
 
 
 @dataclass
@@ -82,7 +84,7 @@ class CompiledModel:
         return req.run(feeds, outputs)
 
     def profile(self, feeds: Mapping[str, np.ndarray], runs: int = 10, warmup: int = 2) -> Profile:
-        """Run `runs` inferences with a timer around every step; see `snipjit.runtime.profile`."""
+        """Run `runs` inferences with a timer around every step; see `snipjit.runtime.execution.profile`."""
         req = self.create_request()
         for _ in range(warmup):
             req.run(feeds)
@@ -134,7 +136,7 @@ class CompiledModel:
 
 def bind_constants(graph: Graph, values: Mapping[str, Any]) -> Graph:
     """Turn graph inputs into constants with the given values (checked against the inputs' types)."""
-    from .runtime.feeds import check_feeds
+    from .runtime.execution.feeds import check_feeds
     targets = [v for v in graph.inputs if v.name in values]
     unknown = set(values) - {v.name for v in targets}
     if unknown:
@@ -176,7 +178,7 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
     generated load/store verified against its buffer), `data_flow_passes` / `control_flow_passes`
     (lists of `snipjit.snippets.pass_manager.PositionedPass` inserted into the Snippets pipelines).
     `compile_workers` — at most this many processes compile kernels at once (default: the usable cores,
-    else SNIPJIT_COMPILE_WORKERS; 0 or 1: serially, see `snipjit.runtime.compile_pool`).
+    else SNIPJIT_COMPILE_WORKERS; 0 or 1: serially, see `snipjit.runtime.planning.compile_workers`).
     """
     key = model_cache.model_key(model, options) if passes is None else None
     cached = model_cache.load(key) if key else None
@@ -186,7 +188,7 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
         graph, history, options = _run_passes(model, passes, options)
         if key:
             model_cache.store(key, {"graph": graph, "history": history, "options": options})
-    compile_pool.precompile(graph.nodes, options)   # kernels in parallel, into the cache the build reads
+    compile_workers.precompile(graph.nodes, options)   # kernels in parallel, into the cache the build reads
     program = Program.build(graph, options)
     if all(v.type.is_static for v in graph.inputs):
         program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now

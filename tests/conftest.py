@@ -1,7 +1,7 @@
 """Fixtures shared across the test folders."""
 import pytest
 
-from snipjit.runtime import kernel_cache
+from snipjit.runtime.caches import kernel_cache
 
 
 @pytest.fixture(scope="module")

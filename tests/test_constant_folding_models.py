@@ -48,7 +48,7 @@ WEIGHT_MODEL = """graph(x: f32[4,8], w: f32[16,8]) -> [y] {
 
 
 def test_runtime_constant_weight_is_prepared_once(monkeypatch):
-    from snipjit.runtime import runtime_constants
+    from snipjit.runtime.execution import runtime_constants
     calls = []
     real = runtime_constants.run_graph_reference
     monkeypatch.setattr(runtime_constants, "run_graph_reference", lambda g, i: calls.append(1) or real(g, i))

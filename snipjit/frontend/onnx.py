@@ -32,7 +32,7 @@ from ..ir.dtypes import dtype as to_dtype
 from ..ir.graph import Graph, GraphError, Node, TensorType, Value
 from ..ir.shape import ShapeError, merge_shapes
 from ..ops import OpError, get_op, has_op, infer_node
-from ..passes.infer_shapes import infer_shapes
+from ..ops.infer_shapes import infer_shapes
 from .onnx_functions import ExpansionError, expand
 from .onnx_opsets import OnnxNode, upgrade
 

@@ -235,7 +235,7 @@ class Graph:
     # ---- checks ----------------------------------------------------------------------------------
     def validate(self) -> None:
         """Raise GraphError for dangling values, duplicate names, cycles, misordered nodes or missing
-        types. Type/shape agreement with the ops is checked by `snipjit.passes.infer_shapes`."""
+        types. Type/shape agreement with the ops is checked by `snipjit.ops.infer_shapes`."""
         names: dict[str, Value] = {}
 
         def define(v: Value, where: str) -> None:

@@ -349,7 +349,7 @@ def parse_graph(text: str, elided: str | None = None, infer: bool = True) -> Gra
     if p.peek()[0] != "eof":
         raise p.error("text after the end of the graph")
     if infer and any(v.type is None for v in g.values()):
-        from ..passes.infer_shapes import infer_shapes
+        from ..ops.infer_shapes import infer_shapes
         infer_shapes(g)
     return g
 

@@ -8,7 +8,7 @@ by node with the registry's reference kernels.
 from __future__ import annotations
 
 from ..ir.graph import Graph, GraphError, TensorType
-from ..runtime.interpreter import run_graph_reference
+from .interpreter import run_graph_reference
 from .registry import REQUIRED, Category, OpContext, OpError, register
 
 
@@ -20,7 +20,7 @@ def _body(ctx: OpContext) -> Graph:
 
 
 def infer_subgraph(ctx: OpContext) -> list[TensorType]:
-    from ..passes.infer_shapes import infer_shapes  # passes import the ops package: import late
+    from .infer_shapes import infer_shapes  # passes import the ops package: import late
     body = _body(ctx)
     if len(ctx.in_types) != len(body.inputs):
         raise ctx.fail(f"has {len(ctx.in_types)} inputs but its body takes {len(body.inputs)}")

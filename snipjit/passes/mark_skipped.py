@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir.graph import Graph, Node, Value
-from ..snippets.support import is_supported
+from ..snippets.supported_ops import is_supported
 
 SKIPPED_BY_PLUGIN = "skipped_by_plugin"
 

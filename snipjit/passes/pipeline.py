@@ -7,7 +7,7 @@ from typing import Callable
 from ..ir.graph import Graph
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
-from .infer_shapes import infer_shapes
+from ..ops.infer_shapes import infer_shapes
 from .mark_skipped import mark_skipped_by_plugin
 from .postpone_broadcast import postpone_broadcast
 from .simplify_shapes import simplify_shapes

@@ -34,7 +34,7 @@ from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.shape import merge_shapes
 from ..ops import subgraph as _subgraph_op  # noqa: F401  (registers the Subgraph op)
 from ..ops.registry import infer_node
-from ..snippets.support import is_supported
+from ..snippets.supported_ops import is_supported
 from .mark_skipped import SKIPPED_BY_PLUGIN
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..targets.target import KernelFunction, TargetMachine, TargetError
+from .target_machine import KernelFunction, TargetMachine, TargetError
 from .lowered.linear_ir import LinearIR, LinearIRError
 from .lowered.passes.assign_registers import AssignRegisters
 from .lowered.passes.cleanup_loop_offsets import CleanupLoopOffsets

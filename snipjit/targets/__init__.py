@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 
-from .target import Emitter, KernelFunction, TargetError, TargetMachine
+from ..snippets.target_machine import Emitter, KernelFunction, TargetError, TargetMachine
 
 TARGETS = ("llvm", "c")
 

@@ -27,7 +27,7 @@ def feeds():
 
 def test_broken_increment_is_caught_with_the_expression_named(monkeypatch):
     launched = []
-    import snipjit.runtime.snippet_impl as impl
+    import snipjit.runtime.implementations.snippet as impl
     real = impl.SnippetKernel._launch_checked
     monkeypatch.setattr(impl.SnippetKernel, "_launch_checked", lambda self, *a: launched.append(1) or real(self, *a))
     bad = [PositionedPass(PassPosition.after("InitLoops"), BreakPointerIncrement)]

@@ -5,7 +5,7 @@ import pytest
 from snipjit.ir import Graph, GraphError, Node, TensorType, Value, parse_graph
 from snipjit.ir.shape import ShapeError, broadcast_shapes, merge_shapes
 from snipjit.ops import OpError
-from snipjit.passes.infer_shapes import infer_shapes
+from snipjit.ops.infer_shapes import infer_shapes
 
 
 def f32(*shape):

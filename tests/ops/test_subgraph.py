@@ -6,7 +6,7 @@ import snipjit
 import snipjit.ops.subgraph  # noqa: F401  (registers Subgraph)
 from snipjit.ir import Graph, Node, TensorType, Value, parse_graph, print_graph
 from snipjit.ops import OpError, get_op, infer_node
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 
 # y = relu(x * 2 + b), and t = x * 2 as a second output
 TWO_OUTPUTS = """graph main(x: f32[batch,3], b: f32[3]) -> [y, t] {

@@ -13,7 +13,7 @@ from snipjit.ir.graph import Graph
 from snipjit.passes.fold_batchnorm import fold_batchnorm
 from snipjit.passes.fold_constants import fold_constants
 from snipjit.passes.split_runtime_constants import split_runtime_constants
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 
 
 def parse_random(text: str) -> Graph:

@@ -7,7 +7,7 @@ from snipjit.ir import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.ops import OpError
 from snipjit.passes.fold_constants import FOLDING_META, fold_constants
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 
 
 def parse_random(text: str, seed: int = 0) -> Graph:

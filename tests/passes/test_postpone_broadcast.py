@@ -7,7 +7,7 @@ from snipjit.ir import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.passes.fold_constants import FOLDING_META, fold_constants
 from snipjit.passes.postpone_broadcast import broadcast_source, postpone_broadcast
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 
 SMALL_LIMIT = {"max_folded_broadcast_bytes": 1024}  # keeps the test tensors "large"
 

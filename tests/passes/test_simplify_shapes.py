@@ -14,7 +14,7 @@ from snipjit.passes.fold_batchnorm import fold_batchnorm
 from snipjit.passes.fold_constants import fold_constants
 from snipjit.passes.postpone_broadcast import postpone_broadcast
 from snipjit.passes.simplify_shapes import simplify_shapes
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 
 
 def simplified(text: str, *sizes: dict[str, int]) -> tuple[Graph, Graph]:

@@ -8,7 +8,7 @@ from snipjit.ir import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.passes.split_runtime_constants import (RUNTIME_FOLDING_META, RuntimeFolding, split_runtime_constants,
                                                     split_runtime_constants_pass)
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 
 
 def random_feeds(g: Graph, seed: int = 0) -> dict[str, np.ndarray]:

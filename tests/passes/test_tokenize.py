@@ -7,8 +7,8 @@ from snipjit.ir import Graph, parse_graph
 from snipjit.ops import Category, register
 from snipjit.passes.mark_skipped import SKIPPED_BY_PLUGIN
 from snipjit.passes.tokenize import TokenizeSnippets, make_body, tokenize_snippets
-from snipjit.runtime.interpreter import run_graph_reference
-from snipjit.snippets.support import is_supported
+from snipjit.ops.interpreter import run_graph_reference
+from snipjit.snippets.supported_ops import is_supported
 
 
 @register("Opaque", Category.MOVEMENT, infer=lambda ctx: [ctx.in_types[0]], domain="test")

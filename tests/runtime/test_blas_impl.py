@@ -5,7 +5,7 @@ import pytest
 
 import snipjit
 from snipjit import GraphBuilder
-from snipjit.runtime.blas_impl import BlasKernel
+from snipjit.runtime.implementations.blas import BlasKernel
 
 rng = np.random.default_rng(0)
 
@@ -172,12 +172,12 @@ def test_epilogue_of_a_small_output_computed_into_a_new_array():
     ("Conv", {"x": randn(2, 8, 9, 9)}, [randn(16, 8, 3, 3), randn(16)], {"pads": [1, 1, 1, 1]}),
 ])
 def test_generated_gemm_and_numpy_blas_agree(op, inputs, consts, attrs, monkeypatch):
-    from snipjit.runtime import gemm
-    if not gemm.available():
+    from snipjit.runtime.implementations import gemm_launch
+    if not gemm_launch.available():
         pytest.skip("no LLVM JIT")
     calls = []
-    real = gemm.prepare
-    monkeypatch.setattr(gemm, "prepare", lambda *a: calls.append(1) or real(*a))
+    real = gemm_launch.prepare
+    monkeypatch.setattr(gemm_launch, "prepare", lambda *a: calls.append(1) or real(*a))
     graph = build(op, inputs, consts, **attrs)
     native = snipjit.compile(graph, fuse=False, fold=False).run(inputs)[0]
     assert calls, "the generated GEMM kernel was not tried"
@@ -190,8 +190,8 @@ def test_generated_gemm_and_numpy_blas_agree(op, inputs, consts, attrs, monkeypa
 
 def test_packed_weights_are_held_once_and_the_graph_shows_it():
     from snipjit.ir.graph import is_held_placeholder
-    from snipjit.runtime import gemm
-    if not gemm.available():
+    from snipjit.runtime.implementations import gemm_launch
+    if not gemm_launch.available():
         pytest.skip("no LLVM JIT")
     w, shared = randn(64, 96), randn(64, 64)
     b = GraphBuilder()
@@ -212,8 +212,8 @@ def test_packed_weights_are_held_once_and_the_graph_shows_it():
 
 
 def test_compiling_a_compiled_models_graph_with_released_weights_is_refused():
-    from snipjit.runtime import gemm
-    if not gemm.available():
+    from snipjit.runtime.implementations import gemm_launch
+    if not gemm_launch.available():
         pytest.skip("no LLVM JIT")
     cm = snipjit.compile(build("MatMul", {"a": randn(8, 16)}, [randn(16, 24)]), fuse=False, fold=False)
     with pytest.raises(ValueError, match="hold constants"):
@@ -221,12 +221,12 @@ def test_compiling_a_compiled_models_graph_with_released_weights_is_refused():
 
 
 def test_matmul_launch_is_prepared_once_while_its_arrays_stay(monkeypatch):
-    from snipjit.runtime import gemm
-    if not gemm.available():
+    from snipjit.runtime.implementations import gemm_launch
+    if not gemm_launch.available():
         pytest.skip("no LLVM JIT")
     prepared = []
-    real = gemm.prepare
-    monkeypatch.setattr(gemm, "prepare", lambda *a: prepared.append(1) or real(*a))
+    real = gemm_launch.prepare
+    monkeypatch.setattr(gemm_launch, "prepare", lambda *a: prepared.append(1) or real(*a))
     w, bias = randn(96, 80), randn(80)
     b = GraphBuilder()
     x = b.input("x", "f32", [64, 96])

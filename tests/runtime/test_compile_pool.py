@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 import snipjit
-from snipjit.runtime import compile_pool, kernel_cache, snippet_impl
-from snipjit.runtime.compile_pool import PoolReport, pending_jobs, worker_count
-from snipjit.runtime.kernel_cache import KernelCache
+from snipjit.runtime.planning import compile_workers
+from snipjit.runtime.caches import kernel_cache
+from snipjit.runtime.implementations import snippet
+from snipjit.runtime.planning.compile_workers import PoolReport, pending_jobs, worker_count
+from snipjit.runtime.caches.kernel_cache import KernelCache
 
 # four fused layers between MatMuls (BLAS), the first two identical: three distinct kernels
 MODEL = """graph(x: f32[8,64], w: f32[64,64]) -> [y] {
@@ -37,8 +39,8 @@ def cache(monkeypatch, tmp_path):
     kernel after the first."""
     fresh = KernelCache(tmp_path / "kernels")
     monkeypatch.setattr(kernel_cache, "_cache", fresh)
-    monkeypatch.setattr(compile_pool, "KERNELS_PER_WORKER", 1)
-    monkeypatch.setattr(compile_pool, "available_cores", lambda: 8)
+    monkeypatch.setattr(compile_workers, "KERNELS_PER_WORKER", 1)
+    monkeypatch.setattr(compile_workers, "available_cores", lambda: 8)
     monkeypatch.delenv("SNIPJIT_COMPILE_WORKERS", raising=False)
     return fresh
 
@@ -47,8 +49,8 @@ def cache(monkeypatch, tmp_path):
 def reports(monkeypatch):
     """The reports of `precompile` as `snipjit.compile` calls it, with every kernel left to the workers."""
     seen: list[PoolReport] = []
-    real = compile_pool.precompile
-    monkeypatch.setattr(compile_pool, "precompile",
+    real = compile_workers.precompile
+    monkeypatch.setattr(compile_workers, "precompile",
                         lambda nodes, options: seen.append(real(nodes, options, compile_here=False)) or seen[-1])
     return seen
 
@@ -83,12 +85,12 @@ def test_identical_layers_compile_once(cache, reports):
 def break_first_job(monkeypatch) -> str:
     """Give the first job a key no worker computes, so its worker refuses it; return that key."""
     bogus = "0" * 64
-    real = compile_pool.pending_jobs
+    real = compile_workers.pending_jobs
 
     def jobs(nodes, options):
         first, *rest = real(nodes, options)
-        return [compile_pool.Job(bogus, first.body, first.options), *rest]
-    monkeypatch.setattr(compile_pool, "pending_jobs", jobs)
+        return [compile_workers.Job(bogus, first.body, first.options), *rest]
+    monkeypatch.setattr(compile_workers, "pending_jobs", jobs)
     return bogus
 
 
@@ -108,18 +110,18 @@ def test_the_build_raises_the_real_error_of_a_failed_kernel(cache, reports, monk
 
     def broken(*args, **kwargs):   # this process's compiler only: the workers' is intact
         raise RuntimeError("the real error")
-    monkeypatch.setattr(snippet_impl, "compile_subgraph", broken)
+    monkeypatch.setattr(snippet, "compile_subgraph", broken)
     with pytest.raises(RuntimeError, match="the real error"):
         snipjit.compile(snipjit.parse_graph(MODEL), compile_workers=2)
     assert reports[0].compiled_in_workers == DISTINCT - 1
 
 
 def test_no_workers_for_zero_or_one_uncached_kernel(cache, monkeypatch):
-    monkeypatch.setattr(compile_pool, "Worker", None)   # starting one would fail
+    monkeypatch.setattr(compile_workers, "Worker", None)   # starting one would fail
     one = snipjit.parse_graph(MODEL.split("  [t1]")[0] + "  [y] = Tanh(a1)\n}")
     cm = snipjit.compile(one, compile_workers=4)
     assert cache.misses == 1
-    assert compile_pool.precompile(cm.graph.nodes, cm.options) == PoolReport(kernels=0)
+    assert compile_workers.precompile(cm.graph.nodes, cm.options) == PoolReport(kernels=0)
     assert worker_count(0, {}) == worker_count(1, {}) == 0
 
 
@@ -130,7 +132,7 @@ def test_compile_workers_option_and_environment(cache, monkeypatch):
     monkeypatch.setenv("SNIPJIT_COMPILE_WORKERS", "1")
     assert worker_count(10, {}) == 0
     assert worker_count(10, {"compile_workers": 2}) == 1   # the option wins
-    monkeypatch.setattr(compile_pool, "KERNELS_PER_WORKER", 8)   # a worker per 8 kernels after the first
+    monkeypatch.setattr(compile_workers, "KERNELS_PER_WORKER", 8)   # a worker per 8 kernels after the first
     assert [worker_count(n, {"compile_workers": 8}) for n in (8, 9, 17)] == [0, 1, 2]
 
 

@@ -3,15 +3,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from snipjit.runtime import gemm
+from snipjit.runtime.implementations import gemm_launch
 
-pytestmark = pytest.mark.skipif(not gemm.available(), reason="no LLVM JIT")
+pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
 
 
 def check(a, b, bias=None, packed=False, rtol=1e-5):
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64)) + (0 if bias is None else bias)
     out = np.full(ref.shape, np.nan, np.float32)
-    assert gemm.matmul(a, gemm.pack(b) if packed else b, out, bias)
+    assert gemm_launch.matmul(a, gemm_launch.pack(b) if packed else b, out, bias)
     scale = np.abs(ref).max() if ref.size else 1.0
     np.testing.assert_allclose(out, ref, rtol=0, atol=rtol * max(scale, 1.0) * max(a.shape[-1], 1) ** 0.5)
 
@@ -21,7 +21,7 @@ def randn(rng, *shape):
 
 
 @settings(max_examples=60, deadline=None)
-@given(m=st.integers(gemm.MIN_ROWS, 70), k=st.integers(1, 70), n=st.integers(1, 150), bias=st.booleans(),
+@given(m=st.integers(gemm_launch.MIN_ROWS, 70), k=st.integers(1, 70), n=st.integers(1, 150), bias=st.booleans(),
        packed=st.booleans(), seed=st.integers(0, 2**16))
 def test_matrix_products_of_odd_shapes(m, k, n, bias, packed, seed):
     rng = np.random.default_rng(seed)
@@ -55,20 +55,20 @@ def test_strided_operands_inside_rows_are_taken():
 def test_layouts_the_kernel_does_not_read_are_refused():
     rng = np.random.default_rng(4)
     out = np.empty((10, 30), np.float32)
-    assert not gemm.matmul(randn(rng, 10, 20), randn(rng, 30, 20).T, out)        # B column-strided
-    assert not gemm.matmul(randn(rng, 20, 10).T, randn(rng, 20, 30), out)        # A column-strided
-    assert not gemm.matmul(randn(rng, 10, 20).astype(np.float64), randn(rng, 20, 30), out)
-    assert not gemm.matmul(randn(rng, 10, 20), gemm.pack(randn(rng, 21, 30)), out)   # K differs
+    assert not gemm_launch.matmul(randn(rng, 10, 20), randn(rng, 30, 20).T, out)        # B column-strided
+    assert not gemm_launch.matmul(randn(rng, 20, 10).T, randn(rng, 20, 30), out)        # A column-strided
+    assert not gemm_launch.matmul(randn(rng, 10, 20).astype(np.float64), randn(rng, 20, 30), out)
+    assert not gemm_launch.matmul(randn(rng, 10, 20), gemm_launch.pack(randn(rng, 21, 30)), out)   # K differs
 
 
 def test_products_of_fewer_rows_than_a_register_block_needs_are_refused():
     rng = np.random.default_rng(6)
-    assert not gemm.matmul(randn(rng, gemm.MIN_ROWS - 1, 8), randn(rng, 8, 40), np.empty((gemm.MIN_ROWS - 1, 40), np.float32))
+    assert not gemm_launch.matmul(randn(rng, gemm_launch.MIN_ROWS - 1, 8), randn(rng, 8, 40), np.empty((gemm_launch.MIN_ROWS - 1, 40), np.float32))
 
 
 def test_large_row_major_b_is_packed_panel_by_panel_as_it_is_used():
     rng = np.random.default_rng(7)
-    k = gemm.PACK_MIN_BYTES // (4 * 300) + 1   # B of K x 300 floats reaches the packing size
+    k = gemm_launch.PACK_MIN_BYTES // (4 * 300) + 1   # B of K x 300 floats reaches the packing size
     check(randn(rng, 50, k), randn(rng, k, 300), randn(rng, 300))
     check(randn(rng, 3, 50, k), randn(rng, 3, k, 300))   # and batched, over threads
 
@@ -76,14 +76,14 @@ def test_large_row_major_b_is_packed_panel_by_panel_as_it_is_used():
 def test_empty_dimensions():
     rng = np.random.default_rng(5)
     out = np.full((4, 3), np.nan, np.float32)
-    assert gemm.matmul(randn(rng, 4, 0), randn(rng, 0, 3), out) and (out == 0).all()
+    assert gemm_launch.matmul(randn(rng, 4, 0), randn(rng, 0, 3), out) and (out == 0).all()
     bias = randn(rng, 3)
-    assert gemm.matmul(randn(rng, 4, 0), randn(rng, 0, 3), out, bias) and (out == bias).all()
+    assert gemm_launch.matmul(randn(rng, 4, 0), randn(rng, 0, 3), out, bias) and (out == bias).all()
 
 
 def test_packing_pads_the_last_panel_with_zeros():
     b = np.arange(3 * 70, dtype=np.float32).reshape(3, 70)
-    packed = gemm.pack(b)
+    packed = gemm_launch.pack(b)
     nr = packed.kernel.nr
     assert packed.data.shape == (-(-70 // nr), 3, nr)
     flat = packed.data.transpose(1, 0, 2).reshape(3, -1)

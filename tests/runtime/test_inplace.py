@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import snipjit
-from snipjit.runtime.dumps import plan_dump
+from snipjit.runtime.implementations.snippet_dumps import plan_dump
 
 rng = np.random.default_rng(0)
 

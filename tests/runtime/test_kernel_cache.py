@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import snipjit
-from snipjit.runtime import kernel_cache
-from snipjit.runtime.kernel_cache import MAGIC, KernelCache, cache_key
-from snipjit.runtime.snippet_impl import SnippetKernel
-from snipjit.snippets.compiler import compile_subgraph
+from snipjit.runtime.caches import kernel_cache
+from snipjit.runtime.caches.kernel_cache import MAGIC, KernelCache, cache_key
+from snipjit.runtime.implementations.snippet import SnippetKernel
+from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.targets import get_target
 
 BODY = """graph body(x: f32[4,16], y: f32[4,16]) -> [z] {
@@ -199,7 +199,7 @@ def test_unwritable_directory_only_costs_the_cache(target, tmp_path, subgraph_no
 
 SCRIPT = """
 import json, numpy as np, snipjit
-from snipjit.runtime.kernel_cache import get_kernel_cache
+from snipjit.runtime.caches.kernel_cache import get_kernel_cache
 g = snipjit.parse_graph('''graph(x: f32[8,64]) -> [y] {
   const c: f32[] = 2.0
   [a] = Mul(x, c)

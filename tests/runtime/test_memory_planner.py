@@ -5,7 +5,7 @@ import itertools
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from snipjit.runtime.memory_planner import ALIGNMENT, BufferRequest, solve_buffer_memory
+from snipjit.memory.solver import ALIGNMENT, BufferRequest, solve_buffer_memory
 
 
 def aligned(size: int) -> int:
@@ -144,7 +144,7 @@ def test_random_sets_are_valid_and_within_bounds(specs):
 
 @pytest.mark.parametrize("nbytes", [1, 63, 64, 1000, 1 << 20])
 def test_aligned_buffers_start_on_a_cache_line(nbytes):
-    from snipjit.runtime.memory_planner import ALIGNMENT, aligned_empty
+    from snipjit.memory.solver import ALIGNMENT, aligned_empty
     for _ in range(8):   # NumPy's own allocations land 16 bytes apart: several tries cover the offsets
         buf = aligned_empty(nbytes)
         assert buf.nbytes == nbytes and buf.ctypes.data % ALIGNMENT == 0

@@ -7,7 +7,7 @@ import itertools
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from snipjit.runtime.memory_planner import ALIGNMENT, BufferRequest, solve_buffer_memory
+from snipjit.memory.solver import ALIGNMENT, BufferRequest, solve_buffer_memory
 
 
 def slots(r: BufferRequest) -> int:

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import snipjit
-from snipjit.runtime import model_cache
+from snipjit.runtime.caches import model_cache
 
 
 def make_model(path, scale=2.0):

@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from snipjit.runtime.native_pool import NativePool, get_native_pool
+from snipjit.runtime.parallel.native_threads import NativePool, get_native_pool
 
 pytestmark = pytest.mark.skipif(get_native_pool() is None, reason="no native pool on this platform")
 

@@ -6,10 +6,11 @@ import pytest
 
 import snipjit
 from snipjit.ir.graph import TensorType
-from snipjit.runtime import implementations, kernel_cache
-from snipjit.runtime.implementations import Implementation, NotApplicable, ReferenceKernel, choose_implementation
-from snipjit.runtime.kernel_cache import KernelCache
-from snipjit.runtime.program import Program
+from snipjit.runtime.implementations import base
+from snipjit.runtime.caches import kernel_cache
+from snipjit.runtime.implementations.base import (Implementation, NotApplicable, ReferenceKernel, choose_implementation)
+from snipjit.runtime.caches.kernel_cache import KernelCache
+from snipjit.runtime.planning.program import Program
 
 rng = np.random.default_rng(0)
 
@@ -67,14 +68,14 @@ def test_blas_only_takes_f32():
 
 
 def test_not_applicable_falls_through_to_the_next_implementation(monkeypatch):
-    monkeypatch.setattr(implementations, "_IMPLEMENTATIONS", list(implementations._IMPLEMENTATIONS))
+    monkeypatch.setattr(base, "_IMPLEMENTATIONS", list(base._IMPLEMENTATIONS))
     tried = []
 
     def refuse(node, options):
         tried.append(node.op)
         raise NotApplicable("not this one")
 
-    implementations.register_implementation(Implementation("picky", 1000, lambda n, o: True, refuse))
+    base.register_implementation(Implementation("picky", 1000, lambda n, o: True, refuse))
     g = snipjit.parse_graph("graph(x: f32[4]) -> [y] {\n [y] = Relu(x)\n}")
     kind, kernel = choose_implementation(g.nodes[0], {})
     assert tried == ["Relu"] and kind == "reference" and isinstance(kernel, ReferenceKernel)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import snipjit
-from snipjit.runtime.implementations import Kernel
-from snipjit.runtime.request import Request
+from snipjit.runtime.implementations.base import Kernel
+from snipjit.runtime.execution.request import Request
 from snipjit import FeedError
 from snipjit.ops import OpError
-from snipjit.runtime.request import ExecutionError
+from snipjit.runtime.execution.request import ExecutionError
 
 rng = np.random.default_rng(0)
 
@@ -200,7 +200,7 @@ def test_constant_output_is_a_copy():
 
 
 def test_request_binds_once_per_signature(monkeypatch):
-    from snipjit.runtime.request import Request
+    from snipjit.runtime.execution.request import Request
     bound = []
     real = Request._bind
     monkeypatch.setattr(Request, "_bind", lambda self, arrays: bound.append(arrays[0].shape) or real(self, arrays))

@@ -6,7 +6,7 @@ import pytest
 import snipjit
 from snipjit.ir.graph import TensorType
 from snipjit.ops import OpError
-from snipjit.runtime.resolver import resolve
+from snipjit.runtime.planning.resolver import resolve
 
 rng = np.random.default_rng(0)
 

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from snipjit.runtime import strided_copy
-from snipjit.runtime.native_pool import get_native_pool
+from snipjit.runtime.implementations import strided_copy
+from snipjit.runtime.parallel.native_threads import get_native_pool
 
 pytestmark = pytest.mark.skipif(get_native_pool() is None, reason="no native pool on this platform")
 rng = np.random.default_rng(0)

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from snipjit.runtime.thread_pool import ThreadPool, default_threads
+from snipjit.runtime.parallel.python_threads import ThreadPool, default_threads
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 
 from snipjit import parse_graph
 from snipjit.ir import Graph
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 from snipjit.snippets.dataflow.pipeline import optimize_body
 from snipjit.snippets.lowered.linear_ir import LinearIR
 from snipjit.snippets.lowered.passes.assign_registers import AssignRegisters

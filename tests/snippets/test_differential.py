@@ -35,7 +35,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import snipjit
-from snipjit.snippets.support import ELEMENTWISE_OPS
+from snipjit.snippets.supported_ops import ELEMENTWISE_OPS
 
 
 pytestmark = pytest.mark.usefixtures("memory_only_kernel_cache")   # kernels compiled from this code

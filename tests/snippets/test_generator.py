@@ -5,12 +5,12 @@ import pytest
 
 from lir_helpers import lowered
 from snipjit import parse_graph, print_graph
-from snipjit.snippets.compiler import compile_subgraph
+from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.snippets.dataflow.pipeline import data_flow_pipeline
 from snipjit.snippets.lowered.pipeline import control_flow_pipeline
 from snipjit.snippets.generator import Generator
 from snipjit.snippets.lowered.linear_ir import LinearIRError
-from snipjit.targets.target import Emitter, KernelFunction, TargetError, TargetMachine
+from snipjit.snippets.target_machine import Emitter, KernelFunction, TargetError, TargetMachine
 
 PREPARATION = ["InitLiveRanges", "AssignRegisters", "InsertSpecificIterations", "CleanupLoopOffsets",
                "OptimizeLoopSingleEvaluation"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from snipjit import parse_graph
-from snipjit.snippets.compiler import compile_subgraph
+from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.snippets.dataflow.pipeline import data_flow_pipeline
 from snipjit.snippets.lowered.pipeline import control_flow_pipeline
 from snipjit.snippets.pass_manager import BodyPass, LinearIRPass, PassPipeline, PassPosition, PositionedPass

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import snipjit
 import snipjit.runtime.errors
 from snipjit.ops.registry import get_op
-from snipjit.snippets.support import NORMALIZATION_OPS, REDUCE_OPS
+from snipjit.snippets.supported_ops import NORMALIZATION_OPS, REDUCE_OPS
 from lir_helpers import checked_if_possible
 
 REDUCTIONS = ("Softmax", "LogSoftmax", "LayerNormalization", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")

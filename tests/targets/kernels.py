@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from snipjit import parse_graph
-from snipjit.snippets.compiler import CompiledSnippet, compile_subgraph
-from snipjit.targets.target import TargetMachine
+from snipjit.snippets.subgraph_compiler import CompiledSnippet, compile_subgraph
+from snipjit.snippets.target_machine import TargetMachine
 
 GUARD = 64   # elements after each output buffer (at least two vectors of any target) that must stay untouched
 SENTINEL = {np.dtype(np.float32): np.float32(-12345.5), np.dtype(np.bool_): np.True_}

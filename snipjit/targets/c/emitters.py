@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from ...ops.registry import REQUIRED, get_op, has_op
-from ..target import Emitter
+from ...snippets.target_machine import Emitter
 from .kernel_emitter import KernelContext, LoopFrame
 
 Compute = Callable[[list[str], dict], str]

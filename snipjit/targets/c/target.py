@@ -1,8 +1,8 @@
 """The C target machine: host-CPU vectors, emitters per op, kernels compiled by gcc and loaded with ctypes."""
 from __future__ import annotations
 
-from ..target import Emitter, KernelFunction, TargetMachine
-from .compiler import CCompiler, load_shared_object
+from ...snippets.target_machine import Emitter, KernelFunction, TargetMachine
+from .gcc import CCompiler, load_shared_object
 from .emitters import (COMPUTE, AccumulateEmitter, BroadcastMoveEmitter, ComputeEmitter, FillEmitter,
                        HorizonEmitter, LoadEmitter, LoopBeginEmitter, LoopEndEmitter, NopEmitter, ReloadEmitter,
                        ScalarEmitter, SpillEmitter, StoreEmitter)

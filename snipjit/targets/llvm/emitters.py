@@ -10,7 +10,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ..target import Emitter
+from ...snippets.target_machine import Emitter
 from . import vmath
 from .kernel_emitter import F32, I1, I8, I32, I64, PTR, KernelContext, splat
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..target import Emitter
+from ...snippets.target_machine import Emitter
 from .kernel_emitter import I64, KernelContext, LoopFrame
 
 

@@ -1,7 +1,7 @@
 """The LLVM target machine: host-CPU vectors, emitters per op, JIT through llvmlite."""
 from __future__ import annotations
 
-from ..target import Emitter, KernelFunction, TargetMachine
+from ...snippets.target_machine import Emitter, KernelFunction, TargetMachine
 from . import jit
 from .objects import compile_to_object, load_object
 from .emitters import (COMPUTE, AccumulateEmitter, BroadcastMoveEmitter, ComputeEmitter, EqualEmitter,

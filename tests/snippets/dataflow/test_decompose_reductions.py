@@ -7,9 +7,9 @@ import pytest
 
 from lir_helpers import feeds_for, optimized
 from snipjit import parse_graph
-from snipjit.runtime.interpreter import run_graph_reference
+from snipjit.ops.interpreter import run_graph_reference
 from snipjit.snippets.dataflow.decompose_reductions import DecomposeReductions
-from snipjit.snippets.support import is_supported
+from snipjit.snippets.supported_ops import is_supported
 
 
 def decomposed(text: str):

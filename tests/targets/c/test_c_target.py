@@ -24,11 +24,11 @@ import pytest
 import snipjit
 from snipjit import parse_graph
 from snipjit.ops.common import evaluate
-from snipjit.runtime import kernel_cache
-from snipjit.snippets.compiler import compile_subgraph
-from snipjit.snippets.support import ELEMENTWISE_OPS
+from snipjit.runtime.caches import kernel_cache
+from snipjit.snippets.subgraph_compiler import compile_subgraph
+from snipjit.snippets.supported_ops import ELEMENTWISE_OPS
 from snipjit.targets import TargetError, get_target
-from snipjit.targets.c import compiler as c_compiler
+from snipjit.targets.c import gcc
 from snipjit.targets.c.emitters import COMPUTE
 import kernels
 from accuracy import assert_close
@@ -452,7 +452,7 @@ def test_kernels_round_trip_through_the_disk_cache(tmp_path):
 
 def test_missing_compiler_is_a_clear_error(monkeypatch):
     import snipjit.targets as targets
-    monkeypatch.setattr(c_compiler.shutil, "which", lambda name: None)
+    monkeypatch.setattr(gcc.shutil, "which", lambda name: None)
     with pytest.raises(TargetError, match=r"needs a C compiler.*gcc, cc.*PATH"):
         type(C)()
     monkeypatch.setattr(targets, "_make", targets._make.__wrapped__)   # no cached instance
@@ -461,5 +461,5 @@ def test_missing_compiler_is_a_clear_error(monkeypatch):
 
 
 def test_compiler_errors_are_reported_with_the_compiler_output():
-    with pytest.raises(c_compiler.CompileError, match="error"):
+    with pytest.raises(gcc.CompileError, match="error"):
         C.compiler.compile("this is not C")

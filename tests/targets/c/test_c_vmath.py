@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from snipjit.targets.c.compiler import INCLUDE_DIR as COMPILER_INCLUDE, CCompiler, load_shared_object
-from snipjit.targets.target import TargetError
+from snipjit.targets.c.gcc import INCLUDE_DIR as COMPILER_INCLUDE, CCompiler, load_shared_object
+from snipjit.snippets.target_machine import TargetError
 import accuracy
 from accuracy import Errors, errors
 

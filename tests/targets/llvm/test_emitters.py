@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from snipjit.ops.common import evaluate
-from snipjit.snippets.support import ELEMENTWISE_OPS
+from snipjit.snippets.supported_ops import ELEMENTWISE_OPS
 from snipjit.targets import get_target
 from snipjit.targets.llvm.target import LLVMTarget
 import kernels

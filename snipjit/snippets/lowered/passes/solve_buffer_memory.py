@@ -6,7 +6,7 @@ the graph-level memory solver's, on unit sizes. The scratchpad needs `lir.scratc
 """
 from __future__ import annotations
 
-from ....runtime.memory_planner import ALIGNMENT, BufferRequest, solve_buffer_memory
+from ....memory.solver import ALIGNMENT, BufferRequest, solve_buffer_memory
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
 from .define_buffer_clusters import buffer_accesses

@@ -18,7 +18,7 @@ import pytest
 
 from lir_helpers import find, layout, lowered, one, port_of, prepared
 from snipjit import parse_graph
-from snipjit.snippets.compiler import compile_subgraph
+from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.snippets.lowered.linear_ir import LinearIRError
 from snipjit.snippets.lowered.loop_info import LoopInfo
 from snipjit.snippets.lowered.passes.fuse_loops import FuseLoops

@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..target import TargetError
+from ...snippets.target_machine import TargetError
 
 INCLUDE_DIR = Path(__file__).resolve().parent
 FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off", "-Wno-psabi",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..snippets.lowered.linear_ir import LinearIR
+from ...snippets.lowered.linear_ir import LinearIR
 
 
 def dump_dir(options: dict) -> Path | None:

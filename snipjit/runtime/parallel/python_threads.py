@@ -46,7 +46,7 @@ class ThreadPool:
             fn(0, total)   # tiny work, one thread, or the workers are busy with another request
             return
         started = 0
-        from .native_pool import existing_native_pool
+        from .native_threads import existing_native_pool
         native = existing_native_pool()
         if native is not None:
             native.park(True)   # its idle workers would spin on the cores these threads need

@@ -1,6 +1,6 @@
 """A native thread pool for compiled kernels: a launch costs about a microsecond, not a Python wake-up.
 
-The Python pool (`thread_pool`) wakes its workers through `threading.Event`s and runs a Python callable
+The Python pool (`python_threads`) wakes its workers through `threading.Event`s and runs a Python callable
 on each, so every parallel launch pays tens of microseconds of wake-up and GIL hand-over. Kernels
 compiled by snipjit all share one C ABI (`KernelFunction`: `fn(ptrs, dims, begin, end, scratch)`), so
 this pool runs them without Python in the loop. Its code is a small LLVM module compiled once:
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .memory_planner import aligned_empty
+from ...memory.solver import aligned_empty
 
-from .thread_pool import default_threads
+from .python_threads import default_threads
 
 SPIN_ROUNDS = 1 << 12   # `pause`s a worker spins (tens of microseconds) before it sleeps
 
@@ -219,8 +219,8 @@ def scratchpads(threads: int, nbytes: int) -> Scratchpads:
 def compile_kernel(module, name: str) -> tuple[int, object]:
     """A hand-built LLVM module defining `name` with the `KernelFunction` ABI: its address (for
     `NativePool.run`) and a ctypes callable, which keeps the code alive."""
-    from ..targets.llvm import jit
-    from ..targets.target import KernelFunction
+    from ...targets.llvm import jit
+    from ...snippets.target_machine import KernelFunction
     compiled = jit.compile(str(module))
     return compiled.address(name), compiled.cfunc(name, None, *KernelFunction.ARGTYPES)
 
@@ -229,7 +229,7 @@ class NativePool:
     """`run(fn, ptrs, dims, total, ...)`: a compiled kernel over [0, total) on all threads."""
 
     def __init__(self, threads: int):
-        from ..targets.llvm import jit
+        from ...targets.llvm import jit
         self.threads = threads
         self._module = jit.compile(_module_source())
         self._state = (ctypes.c_int64 * STATE_WORDS)()

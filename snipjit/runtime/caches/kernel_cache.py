@@ -4,7 +4,7 @@ The key is a hash of what determines the code: the kernel body in canonical text
 by position, so identical layers share one kernel), the compile options that change code, the target
 (name, CPU and features), the snipjit version and a fingerprint of the compiler's own source. A disk entry holds the key, the kernel's metadata, the
 target's binary and a checksum; an entry that does not read back whole, or whose key or checksum differ,
-is recompiled and overwritten — never trusted. Compile workers (`compile_pool`) hand their kernels back
+is recompiled and overwritten — never trusted. Compile workers (`planning.compile_workers`) hand their kernels back
 in the same entry format.
 
 The disk cache lives in `$SNIPJIT_CACHE_DIR` (default `~/.cache/snipjit`); `SNIPJIT_CACHE=0` turns it
@@ -21,10 +21,10 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ..ir.graph import Graph
-from ..ir.text import print_graph
-from ..snippets.compiler import CompiledSnippet
-from ..targets.target import TargetMachine
+from ...ir.graph import Graph
+from ...ir.text import print_graph
+from ...snippets.subgraph_compiler import CompiledSnippet
+from ...snippets.target_machine import TargetMachine
 
 MAGIC = b"SNIPJITK1\n"
 
@@ -54,7 +54,7 @@ def compiler_fingerprint() -> str:
 
 
 def cache_key(body: Graph, target: TargetMachine, options: dict) -> str:
-    from .. import __version__
+    from ... import __version__
     parts = [canonical_text(body), target.cache_key(), __version__, compiler_fingerprint(),
              json.dumps(options, sort_keys=True)]
     return hashlib.sha256("\n--\n".join(parts).encode()).hexdigest()

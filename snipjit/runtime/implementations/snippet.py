@@ -17,18 +17,17 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ir.graph import Node, TensorType
-from ..snippets.compiler import CompiledSnippet, compile_subgraph
-from ..snippets.lowered.linear_ir import LinearIRError
-from ..targets.target import TargetError, TargetMachine
-from .dumps import PassDumper, dump_dir
-from .errors import KernelBoundsError
-from .kernel_cache import cache_key, get_kernel_cache
-from .memory_planner import aligned_empty
-from .implementations import (Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference,
-                              register_implementation)
-from .native_pool import get_native_pool, scratchpads
-from .thread_pool import get_pool
+from ...ir.graph import Node, TensorType
+from ...snippets.subgraph_compiler import CompiledSnippet, compile_subgraph
+from ...snippets.lowered.linear_ir import LinearIRError
+from ...snippets.target_machine import TargetError, TargetMachine
+from .snippet_dumps import PassDumper, dump_dir
+from ..errors import KernelBoundsError
+from ..caches.kernel_cache import cache_key, get_kernel_cache
+from ...memory.solver import aligned_empty
+from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference, register_implementation
+from ..parallel.native_threads import get_native_pool, scratchpads
+from ..parallel.python_threads import get_pool
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
 
@@ -83,8 +82,8 @@ class SnippetKernel(Kernel):
         return self.variants[pattern]
 
     def _compile_variant(self, arrays: Sequence[np.ndarray]) -> "SnippetKernel | None":
-        from ..passes.infer_shapes import infer_shapes
-        from ..ops.registry import OpError
+        from ...ops.infer_shapes import infer_shapes
+        from ...ops.registry import OpError
         body = self.node.attrs["body"].copy()
         for v, a in zip(body.inputs, arrays):
             a_shape = a if isinstance(a, tuple) else a.shape
@@ -174,7 +173,7 @@ class SnippetKernel(Kernel):
         """Purely elementwise kernels (elementwise ops only: one loop nest plus its tail, no reductions
         or scratch buffers) read each element once, before storing that element of their one output, so
         the output may overwrite any input of its shape (not broadcast). `inplace=False` turns it off."""
-        from ..snippets.support import ELEMENTWISE_OPS
+        from ...snippets.supported_ops import ELEMENTWISE_OPS
         c = self.compiled
         if (not self.options.get("inplace", True) or len(c.output_shapes) != 1 or c.scratch_rows
                 or not all(n.op in ELEMENTWISE_OPS for n in self.node.attrs["body"].nodes)):
@@ -262,7 +261,7 @@ def launch_parallel(fn, ptrs, dims, domain: int, scratch_bytes: int, scratchpad)
 @dataclass(frozen=True)
 class KernelSpec:
     """How a body compiles through the kernel cache: the target, the cache key (which names the kernel)
-    and the loop depth. Compile workers (`compile_pool`) rebuild it from the same options."""
+    and the loop depth. Compile workers (`planning.compile_workers`) rebuild it from the same options."""
     target: TargetMachine
     key: str
     loop_depth: int
@@ -281,7 +280,7 @@ _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # body -> {(
 def kernel_spec(body, options: dict) -> KernelSpec:
     """The body's spec, remembered per body object: the compile pool and the program build both ask,
     and the key hashes the body's whole text (bodies are not changed once they are a node's)."""
-    from ..targets import get_target
+    from ...targets import get_target
     target = get_target(options.get("target"))
     loop_depth = options.get("loop_depth", 1)
     known = _SPECS.setdefault(body, {})

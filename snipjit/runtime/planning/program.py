@@ -1,7 +1,7 @@
 """The compiled program: one chosen implementation per node, shared by all requests.
 
 Values are numbered into slots. For each signature of input shapes the program resolves every slot's
-type (`resolver.resolve`) and plans an arena (`memory_planner`): which slots are views of others
+type (`resolver.resolve`) and plans an arena (`memory.solver`): which slots are views of others
 (Reshape-like ops), which steps write their output over an input no later step reads (in place), which
 slots live in the arena at which offset, which escape as graph outputs. Requests bind that plan to their
 own arena once per signature, so a run only moves pointers and calls kernels.
@@ -14,10 +14,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ir.graph import Graph, Node, TensorType, Value, held_placeholder
-from .implementations import Kernel, choose_implementation
+from ...ir.graph import Graph, Node, TensorType, Value, held_placeholder
+from ..implementations.base import Kernel, choose_implementation
 from .progress import Progress
-from .memory_planner import BufferRequest, MemoryPlan, solve_buffer_memory
+from ...memory.solver import BufferRequest, MemoryPlan, solve_buffer_memory
 from .resolver import Resolution, resolve
 
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})

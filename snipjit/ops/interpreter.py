@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from ..ir.graph import Graph, Value
-from ..ops.registry import get_op
+from .registry import get_op
 
 
 def run_graph_reference(graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .native_pool import compile_kernel, get_native_pool
+from ..parallel.native_threads import compile_kernel, get_native_pool
 
 MIN_ELEMENTS = 1 << 14   # below this NumPy's copy is as fast and has no launch
 RANK = 4                 # dims of the kernel: views are collapsed or padded to this
@@ -16,7 +16,7 @@ RANK = 4                 # dims of the kernel: views are collapsed or padded to 
 
 @functools.cache
 def _kernel(element_bytes: int) -> tuple[int, object]:
-    from ..targets.llvm.copy import copy_module
+    from ...targets.llvm.copy import copy_module
     name = f"snipjit_copy_{element_bytes}"
     return compile_kernel(copy_module(name, element_bytes), name)
 

@@ -12,8 +12,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..ir.graph import Node
-from ..ops import get_op
+from ...ir.graph import Node
+from ...ops import get_op
 from . import strided_copy
 
 

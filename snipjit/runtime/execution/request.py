@@ -14,14 +14,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..ir.graph import TensorType
-from ..ops.registry import OpError
-from . import blas_threads
-from .errors import ExecutionError
+from ...ir.graph import TensorType
+from ...ops.registry import OpError
+from ..parallel import blas_threads
+from ..errors import ExecutionError
 from .feeds import FeedChecker, FeedError
-from .memory_planner import aligned_empty
+from ...memory.solver import aligned_empty
 from .profile import Profile, StepCounters
-from .program import Program, ResolvedPlan
+from ..planning.program import Program, ResolvedPlan
 
 @dataclass
 class BoundPlan:

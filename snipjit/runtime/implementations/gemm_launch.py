@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .memory_planner import aligned_empty
-from .native_pool import compile_kernel, get_native_pool, scratchpads
+from ...memory.solver import aligned_empty
+from ..parallel.native_threads import compile_kernel, get_native_pool, scratchpads
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
@@ -46,7 +46,7 @@ class GemmKernel:
 @functools.cache
 def available() -> bool:
     try:
-        from ..targets.llvm import jit
+        from ...targets.llvm import jit
         jit.host()
         return True
     except Exception:   # no usable LLVM: NumPy's BLAS does the products
@@ -54,15 +54,15 @@ def available() -> bool:
 
 
 def kernel_for(mr: int, vectors: int) -> GemmKernel:
-    from ..targets.llvm import jit
+    from ...targets.llvm import jit
     return GemmKernel(mr, vectors, vectors * jit.host().vector_lanes(32))
 
 
 @functools.cache
 def _compiled(mr: int, vectors: int) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of the kernel for this block."""
-    from ..targets.llvm import jit
-    from ..targets.llvm.gemm import gemm_module
+    from ...targets.llvm import jit
+    from ...targets.llvm.gemm import gemm_module
     name = f"snipjit_gemm_{mr}x{vectors}"
     return compile_kernel(gemm_module(name, mr, vectors, jit.host().vector_lanes(32)), name)
 
@@ -71,7 +71,7 @@ def choose_kernel(n: int, k: int) -> GemmKernel:
     """The register block for a product `n` columns wide over `k`: wide, deep products keep 6 rows × 4
     vectors of accumulators (3/4 of the registers); a short K (attention heads) or a narrow N spends
     proportionally more on loading and storing accumulators, where 8 rows × 2 vectors measured faster."""
-    from ..targets.llvm import jit
+    from ...targets.llvm import jit
     lanes = jit.host().vector_lanes(32)
     wide = 4 if jit.host().has_feature("avx512f") else 2
     if k <= 2 * lanes * wide or n <= lanes * wide // 2:

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..ir.graph import Graph, Node
-from ..targets import get_target
-from ..targets.target import TargetError, TargetMachine
-from .kernel_cache import compiler_fingerprint, encode_entry, get_kernel_cache
+from ...ir.graph import Graph, Node
+from ...targets import get_target
+from ...snippets.target_machine import TargetError, TargetMachine
+from ..caches.kernel_cache import compiler_fingerprint, encode_entry, get_kernel_cache
 from .progress import Progress
-from .snippet_impl import bypasses_cache, compile_body, kernel_spec
+from ..implementations.snippet import bypasses_cache, compile_body, kernel_spec
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # the directory that holds this `snipjit`
 WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -174,7 +174,7 @@ class Worker:
     """A worker process, and the thread here that feeds it jobs from the shared queue once it is ready."""
 
     def __init__(self, jobs: queue.Queue, outcomes: queue.Queue, target_name: str):
-        command = f"from snipjit.runtime.compile_pool import serve; serve({target_name!r})"
+        command = f"from snipjit.runtime.planning.compile_workers import serve; serve({target_name!r})"
         path = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, "-P", "-c", command], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env={**os.environ, **WORKER_ENV, "PYTHONPATH": path})

@@ -13,7 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from .feeds import FeedError
-from .interpreter import run_graph_reference
+from ...ops.interpreter import run_graph_reference
 
 
 class RuntimeConstants:

@@ -17,13 +17,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..ir.dtypes import f32
-from ..ir.graph import Node
-from ..ops import get_op
-from ..ops.nn import _window, conv_output, im2col
-from . import gemm
-from .implementations import Implementation, Kernel, PreparedLaunch, ReferenceKernel, register_implementation
-from .thread_pool import get_pool
+from ...ir.dtypes import f32
+from ...ir.graph import Node
+from ...ops import get_op
+from ...ops.nn import _window, conv_output, im2col
+from . import gemm_launch
+from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel, register_implementation
+from ..parallel.python_threads import get_pool
 
 # epilogue op -> in-place application on the output `y` (with the node's other input `b`, attrs `a`)
 EPILOGUES: dict[str, Callable[[np.ndarray, np.ndarray | None, dict], None]] = {
@@ -43,7 +43,7 @@ class BlasKernel(Kernel):
         self.attrs = get_op(node.op).resolve_attrs(node)
         self.epilogue: list[tuple[str, np.ndarray | None, dict]] = []
         self.reference = ReferenceKernel(node)
-        self.native = native and gemm.available()
+        self.native = native and gemm_launch.available()
         self.compute = {"MatMul": self._matmul, "Gemm": self._gemm, "Conv": self._conv}[node.op]
         self.packed = self._pack_weights()
 
@@ -93,7 +93,7 @@ class BlasKernel(Kernel):
         def prepare(arrays: list):
             (a, b), y = arrays[:-1], arrays[-1]
             bias = self._bias(y.shape[-1])
-            launch = gemm.prepare(a, self.packed if self.packed is not None else b, y, bias)
+            launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias)
             if launch is None:
                 return None
             fused = int(bias is not None)
@@ -118,12 +118,12 @@ class BlasKernel(Kernel):
             return None
         return np.ascontiguousarray(b.reshape(n))
 
-    def _pack_weights(self) -> gemm.PackedB | None:
+    def _pack_weights(self) -> gemm_launch.PackedB | None:
         """A constant 2-D B of MatMul/Gemm (transposed for Gemm's transB), packed once for the kernel."""
         w = self.node.inputs[1] if self.node.op in ("MatMul", "Gemm") else None
         if not self.native or w is None or not w.is_constant or w.data.ndim != 2 or w.data.dtype != np.float32:
             return None
-        return gemm.pack(w.data.T if self.node.op == "Gemm" and self.attrs["transB"] else w.data)
+        return gemm_launch.pack(w.data.T if self.node.op == "Gemm" and self.attrs["transB"] else w.data)
 
     def holds_input(self, index: int) -> bool:
         """Whether the kernel keeps its own copy of constant input `index` (the packed weights) and never
@@ -131,10 +131,10 @@ class BlasKernel(Kernel):
         return index == 1 and self.packed is not None
 
     def _product(self, a: np.ndarray, b: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
-                 packed: gemm.PackedB | None = None) -> bool:
+                 packed: gemm_launch.PackedB | None = None) -> bool:
         """y = a @ b (+ bias), with `packed` standing for b when given (b is then not read); whether the
         bias was added."""
-        if self.native and gemm.matmul(a, packed if packed is not None else b, y, bias):
+        if self.native and gemm_launch.matmul(a, packed if packed is not None else b, y, bias):
             return bias is not None
         parallel_matmul(a, b if packed is None else packed.unpack(), y)
         return False

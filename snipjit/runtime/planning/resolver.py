@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir.graph import Graph, TensorType
-from ..ops import Category, OpContext, get_op
-from ..ops.registry import OpError
+from ...ir.graph import Graph, TensorType
+from ...ops import Category, OpContext, get_op
+from ...ops.registry import OpError
 
 KNOWN_VALUE_LIMIT = 64   # elements: a tensor this small, computed from known values, is evaluated now
 
@@ -87,6 +87,6 @@ def _infer_subgraph(node, in_types) -> list[TensorType | None]:
     for v in body.values():
         if v.producer is not None:
             v.type = None
-    from ..passes.infer_shapes import infer_shapes
+    from ...ops.infer_shapes import infer_shapes
     infer_shapes(body)
     return [v.type for v in body.outputs]

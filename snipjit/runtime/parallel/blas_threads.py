@@ -4,7 +4,7 @@ NumPy ships OpenBLAS, which starts one thread per core for every large product a
 after it; snipjit's pool runs kernels on the same cores, so both together would oversubscribe them (on
 2 cores, a step after a product can take milliseconds instead of microseconds). snipjit therefore sets
 OpenBLAS to one thread (its thread-local setting, on snipjit's threads and, for the duration of a
-run, on the caller's) and parallelises large products itself (`blas_impl.parallel_matmul`). Without a
+run, on the caller's) and parallelises large products itself (`implementations.blas.parallel_matmul`). Without a
 thread-local OpenBLAS, BLAS keeps its defaults and products are not split.
 """
 from __future__ import annotations

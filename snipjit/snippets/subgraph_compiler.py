@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir.graph import Graph
-from ..targets.target import KernelFunction, TargetMachine
+from .target_machine import KernelFunction, TargetMachine
 from .dataflow.pipeline import optimize_body
 from .generator import Generator
 from .lowered.linear_ir import LinearIR

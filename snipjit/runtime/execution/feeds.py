@@ -5,9 +5,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..ir.dtypes import dtype as to_dtype
-from ..ir.graph import Value
-from ..ir.shape import shape_str
+from ...ir.dtypes import dtype as to_dtype
+from ...ir.graph import Value
+from ...ir.shape import shape_str
 
 
 class FeedError(ValueError):
