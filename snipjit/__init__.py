@@ -4,12 +4,11 @@
     cm = snipjit.compile("model.onnx")
     outputs = cm.run({"x": x})
 """
-from .builder import GraphBuilder
+from .builder import GraphBuilder, parse_graph
 from .compiler import CompiledModel, compile
-from .ir import Graph, parse_graph, print_graph
+from .ir import Graph, print_graph
 from .runtime.execution.feeds import FeedError
 from .runtime.execution.request import Request
-
-__version__ = "0.1.0"
+from .version import __version__
 __all__ = ["compile", "CompiledModel", "Request", "GraphBuilder", "Graph", "parse_graph", "print_graph",
            "FeedError", "__version__"]

@@ -1,4 +1,4 @@
-"""Build Graph IR from Python: `b.input`, `b.const`, `b.op("Add", x, y)` (or `b.Add(x, y)`), `b.output`.
+"""Build Graph IR from Python or from its text form. From Python: `b.input`, `b.const`, `b.op("Add", x, y)` (or `b.Add(x, y)`), `b.output`.
 
     b = GraphBuilder()
     x = b.input("x", "f32", ["batch", 384])
@@ -6,7 +6,8 @@
     b.output(y, "y")
     graph = b.build()
 
-Types are inferred as nodes are added, so a mistake raises at the line that made it.
+Types are inferred as nodes are added, so a mistake raises at the line that made it. From text:
+`parse_graph(text)`, which infers the types the text leaves out.
 """
 from __future__ import annotations
 
@@ -14,8 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from .ir import text
 from .ir.graph import Graph, Node, TensorType, Value
 from .ops import infer_node
+from .ops.infer_shapes import infer_shapes
+
+
+def parse_graph(source: str, elided: str | None = None, infer: bool = True) -> Graph:
+    """A graph from its text form (`snipjit.ir.text`); values printed without a type get one from shape
+    inference unless `infer` is False. `elided="zeros"` accepts constants printed as `<elided>`."""
+    return text.parse_graph(source, elided, infer_shapes if infer else None)
 
 
 class GraphBuilder:

@@ -11,9 +11,8 @@ import numpy as np
 
 from .ir.graph import Graph, TensorType, is_held_placeholder
 from .passes.pipeline import GraphPass, default_pipeline
-from .runtime.implementations import blas, snippet
 from .runtime.planning import compile_workers
-from .runtime.caches import model_cache  # noqa: F401  (register the implementations)
+from .runtime.caches import model_cache
 from .runtime.planning.program import Program, Step
 from .runtime.execution.profile import Profile
 from .runtime.execution.request import Request

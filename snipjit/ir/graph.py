@@ -7,6 +7,8 @@ a fused `Subgraph`) keeps it in its attributes.
 from __future__ import annotations
 
 import itertools
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -288,8 +290,82 @@ class Graph:
             self.nodes = saved
 
     def __str__(self) -> str:
-        from .text import print_graph
         return print_graph(self)
 
     def __repr__(self) -> str:
         return f"Graph({self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs)"
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+# ---- the text form's printer (its parser is ir/text.py) -----------------------------------------
+def _name(name: str) -> str:
+    return name if _IDENT.match(name) and name != "_" else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _scalar(x) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return "true" if x else "false"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        f = float(x)
+        if math.isnan(f):
+            return "nan"
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        r = repr(f)
+        return r if ("." in r or "e" in r) else r + ".0"
+    if isinstance(x, (str, bytes)):
+        s = x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    raise TypeError(f"cannot print {type(x).__name__} {x!r}")
+
+
+def _array(arr: np.ndarray, max_elems: int | None) -> str:
+    if is_held_placeholder(arr):
+        return "<held by its kernels>"
+    if max_elems is not None and arr.size > max_elems:
+        return "<elided>"
+    if arr.ndim == 0:
+        return _scalar(arr.item())
+    return "[" + ", ".join(_scalar(x) for x in arr.reshape(-1).tolist()) + "]"
+
+
+def _attr(a: Any, indent: str, max_elems: int | None) -> str:
+    if isinstance(a, Graph):
+        return print_graph(a, indent, max_elems).lstrip()
+    if isinstance(a, np.ndarray):
+        ty = TensorType.of(a.dtype, a.shape)
+        return f"tensor<{ty}>{_array(a, max_elems)}"
+    if isinstance(a, (list, tuple)):
+        return "[" + ", ".join(_attr(x, indent, max_elems) for x in a) + "]"
+    return _scalar(a)
+
+
+def _typed(v: Value) -> str:
+    return f"{_name(v.name)}: {v.type}" if v.type is not None else _name(v.name)
+
+
+def print_graph(g: Graph, indent: str = "", max_elems: int | None = 16) -> str:
+    inner = indent + "  "
+    lines = [f"{indent}graph {_name(g.name)}(" + ", ".join(_typed(v) for v in g.inputs) + ") -> [" +
+             ", ".join(_typed(v) for v in g.outputs) + "] {"]
+    printed: set[int] = {id(v) for v in g.inputs}
+    for c in g.constants:
+        lines.append(f"{inner}const {_typed(c)} = {_array(c.data, max_elems)}")
+        printed.add(id(c))
+    for n in g.nodes:
+        outs = ", ".join(_typed(o) for o in n.outputs)
+        ins = ", ".join("_" if v is None else _name(v.name) for v in n.inputs)
+        op = n.op if not n.domain else f"{_name(n.domain)}::{n.op}"
+        line = f"{inner}[{outs}] = {op}({ins})"
+        if n.attrs:
+            line += " {" + ", ".join(f"{_name(k)}={_attr(a, inner, max_elems)}" for k, a in n.attrs.items()) + "}"
+        if n.name:
+            line += f" @{_name(n.name)}"
+        lines.append(line)
+    lines.append(indent + "}")
+    return "\n".join(lines)
+
+
+# ---- parser --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Text form of the Graph IR: a printer and a parser that round-trip.
+"""Text form of the Graph IR: the parser, which round-trips with the printer (`graph.print_graph`).
 
     graph main(x: f32[1,?,384], w: f32[384,384]) -> [y: f32[1,?,384]] {
       const c: f32[] = 2.0
@@ -15,90 +15,17 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from .dtypes import BY_NAME
-from .graph import Graph, GraphError, Node, TensorType, Value, is_held_placeholder
+from .graph import Graph, GraphError, Node, TensorType, Value, print_graph
 from .shape import make_shape, shape_str
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _FLOAT_WORDS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
-# ---- printer -------------------------------------------------------------------------------------
-def _name(name: str) -> str:
-    return name if _IDENT.match(name) and name != "_" else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _scalar(x) -> str:
-    if isinstance(x, (bool, np.bool_)):
-        return "true" if x else "false"
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    if isinstance(x, (float, np.floating)):
-        f = float(x)
-        if math.isnan(f):
-            return "nan"
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
-        r = repr(f)
-        return r if ("." in r or "e" in r) else r + ".0"
-    if isinstance(x, (str, bytes)):
-        s = x.decode("utf-8", "replace") if isinstance(x, bytes) else x
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    raise TypeError(f"cannot print {type(x).__name__} {x!r}")
-
-
-def _array(arr: np.ndarray, max_elems: int | None) -> str:
-    if is_held_placeholder(arr):
-        return "<held by its kernels>"
-    if max_elems is not None and arr.size > max_elems:
-        return "<elided>"
-    if arr.ndim == 0:
-        return _scalar(arr.item())
-    return "[" + ", ".join(_scalar(x) for x in arr.reshape(-1).tolist()) + "]"
-
-
-def _attr(a: Any, indent: str, max_elems: int | None) -> str:
-    if isinstance(a, Graph):
-        return print_graph(a, indent, max_elems).lstrip()
-    if isinstance(a, np.ndarray):
-        ty = TensorType.of(a.dtype, a.shape)
-        return f"tensor<{ty}>{_array(a, max_elems)}"
-    if isinstance(a, (list, tuple)):
-        return "[" + ", ".join(_attr(x, indent, max_elems) for x in a) + "]"
-    return _scalar(a)
-
-
-def _typed(v: Value) -> str:
-    return f"{_name(v.name)}: {v.type}" if v.type is not None else _name(v.name)
-
-
-def print_graph(g: Graph, indent: str = "", max_elems: int | None = 16) -> str:
-    inner = indent + "  "
-    lines = [f"{indent}graph {_name(g.name)}(" + ", ".join(_typed(v) for v in g.inputs) + ") -> [" +
-             ", ".join(_typed(v) for v in g.outputs) + "] {"]
-    printed: set[int] = {id(v) for v in g.inputs}
-    for c in g.constants:
-        lines.append(f"{inner}const {_typed(c)} = {_array(c.data, max_elems)}")
-        printed.add(id(c))
-    for n in g.nodes:
-        outs = ", ".join(_typed(o) for o in n.outputs)
-        ins = ", ".join("_" if v is None else _name(v.name) for v in n.inputs)
-        op = n.op if not n.domain else f"{_name(n.domain)}::{n.op}"
-        line = f"{inner}[{outs}] = {op}({ins})"
-        if n.attrs:
-            line += " {" + ", ".join(f"{_name(k)}={_attr(a, inner, max_elems)}" for k, a in n.attrs.items()) + "}"
-        if n.name:
-            line += f" @{_name(n.name)}"
-        lines.append(line)
-    lines.append(indent + "}")
-    return "\n".join(lines)
-
-
-# ---- parser --------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|\#[^\n]*) |
     (?P<str>"(?:[^"\\]|\\.)*") |
@@ -342,15 +269,15 @@ def _unquote(text: str) -> str:
     return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text[1:-1])
 
 
-def parse_graph(text: str, elided: str | None = None, infer: bool = True) -> Graph:
-    """Parse the text form. Values printed without a type get one from shape inference."""
+def parse_graph(text: str, elided: str | None = None, infer: Callable[[Graph], Any] | None = None) -> Graph:
+    """Parse the text form. `infer` gives types to the values printed without one (`snipjit.parse_graph`
+    passes shape inference, which needs the ops this layer does not know); without it they stay None."""
     p = _Parser(text, elided)
     g = p.graph()
     if p.peek()[0] != "eof":
         raise p.error("text after the end of the graph")
-    if infer and any(v.type is None for v in g.values()):
-        from ..ops.infer_shapes import infer_shapes
-        infer_shapes(g)
+    if infer is not None and any(v.type is None for v in g.values()):
+        infer(g)
     return g
 
 

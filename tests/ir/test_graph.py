@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from snipjit.ir import Graph, GraphError, Node, TensorType, Value, parse_graph
+from snipjit.ir import Graph, GraphError, Node, TensorType, Value
+from snipjit import parse_graph
 from snipjit.ir.shape import ShapeError, broadcast_shapes, merge_shapes
 from snipjit.ops import OpError
 from snipjit.ops.infer_shapes import infer_shapes

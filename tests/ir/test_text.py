@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from snipjit.ir import ParseError, parse_graph, print_graph
+from snipjit.ir import ParseError, print_graph
+from snipjit import parse_graph
 
 EXAMPLE = """graph main(x: f32[1,?,384], "gpu_0/w": f32[384], n: i64[batch,seq]) -> [y: f32[1,?,384], n: i64[batch,seq], v: f32[4], k: i64[3]] {
   const c: f32[] = 2.0

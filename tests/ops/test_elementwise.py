@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import snipjit.ops.elementwise  # noqa: F401  (registers the ops)
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ops import OpError
 from snipjit.ops.common import evaluate
 

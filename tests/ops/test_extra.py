@@ -8,7 +8,7 @@ import pytest
 
 
 import snipjit.ops.nn  # noqa: F401  (MaxPool, Conv: independent ops some tests compare with)
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ops import OpError
 from snipjit.ops.common import evaluate
 

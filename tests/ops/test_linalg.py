@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import snipjit.ops.linalg  # noqa: F401  (registers the ops)
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ops import OpError
 from snipjit.ops.common import evaluate
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import snipjit.ops.shape_ops  # noqa: F401  (registers the ops)
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ops import OpError, get_op
 from snipjit.ops.common import evaluate
 from snipjit.ops.shape_ops import VALUE_FROM_TYPES

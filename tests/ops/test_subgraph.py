@@ -4,7 +4,8 @@ import pytest
 
 import snipjit
 import snipjit.ops.subgraph  # noqa: F401  (registers Subgraph)
-from snipjit.ir import Graph, Node, TensorType, Value, parse_graph, print_graph
+from snipjit.ir import Graph, Node, TensorType, Value, print_graph
+from snipjit import parse_graph
 from snipjit.ops import OpError, get_op, infer_node
 from snipjit.ops.interpreter import run_graph_reference
 

@@ -2,7 +2,7 @@
 constant subgraph."""
 import pytest
 
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.passes.constant_analysis import ConstantAnalysis, Kind
 
 

@@ -3,7 +3,7 @@ the numbers the graph computes unchanged."""
 import numpy as np
 import pytest
 
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.ops import OpError
 from snipjit.passes.fold_constants import FOLDING_META, fold_constants

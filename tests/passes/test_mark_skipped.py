@@ -4,7 +4,7 @@ The graphs carry every type, so they parse without inference (the heavy ops' inf
 """
 import pytest
 
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.passes.mark_skipped import SKIPPED_BY_PLUGIN, mark_skipped_by_plugin
 from snipjit.passes.tokenize import tokenize_snippets
 

@@ -3,7 +3,7 @@ those fold on the small tensor; where that is not provably the same computation,
 import numpy as np
 import pytest
 
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.passes.fold_constants import FOLDING_META, fold_constants
 from snipjit.passes.postpone_broadcast import broadcast_source, postpone_broadcast

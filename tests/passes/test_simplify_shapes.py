@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 from snipjit.frontend.onnx import load
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.passes.fold_batchnorm import fold_batchnorm
 from snipjit.passes.fold_constants import fold_constants

@@ -4,7 +4,7 @@ fold once and then entry computes what the graph computed."""
 import numpy as np
 import pytest
 
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.passes.split_runtime_constants import (RUNTIME_FOLDING_META, RuntimeFolding, split_runtime_constants,
                                                     split_runtime_constants_pass)

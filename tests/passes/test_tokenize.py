@@ -3,7 +3,8 @@ register budget; skipped nodes; multi-output subgraphs; and the tokenized graph 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from snipjit.ir import Graph, parse_graph
+from snipjit.ir import Graph
+from snipjit import parse_graph
 from snipjit.ops import Category, register
 from snipjit.passes.mark_skipped import SKIPPED_BY_PLUGIN
 from snipjit.passes.tokenize import TokenizeSnippets, make_body, tokenize_snippets

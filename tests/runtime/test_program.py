@@ -6,7 +6,7 @@ import pytest
 
 import snipjit
 from snipjit.ir.graph import TensorType
-from snipjit.runtime.implementations import base
+from snipjit.runtime.implementations import IMPLEMENTATIONS
 from snipjit.runtime.caches import kernel_cache
 from snipjit.runtime.implementations.base import (Implementation, NotApplicable, ReferenceKernel, choose_implementation)
 from snipjit.runtime.caches.kernel_cache import KernelCache
@@ -68,19 +68,22 @@ def test_blas_only_takes_f32():
 
 
 def test_not_applicable_falls_through_to_the_next_implementation(monkeypatch):
-    monkeypatch.setattr(base, "_IMPLEMENTATIONS", list(base._IMPLEMENTATIONS))
     tried = []
 
     def refuse(node, options):
         tried.append(node.op)
         raise NotApplicable("not this one")
 
-    base.register_implementation(Implementation("picky", 1000, lambda n, o: True, refuse))
+    implementations = (Implementation("picky", lambda n, o: True, refuse), *IMPLEMENTATIONS)
     g = snipjit.parse_graph("graph(x: f32[4]) -> [y] {\n [y] = Relu(x)\n}")
-    kind, kernel = choose_implementation(g.nodes[0], {})
+    kind, kernel = choose_implementation(g.nodes[0], {}, implementations)
     assert tried == ["Relu"] and kind == "reference" and isinstance(kernel, ReferenceKernel)
     with pytest.raises(ValueError, match="no implementation accepts"):
-        choose_implementation(g.nodes[0], {"implementations": {"picky"}})
+        choose_implementation(g.nodes[0], {"implementations": {"picky"}}, implementations)
+
+
+def test_implementations_are_asked_in_the_listed_order():
+    assert [i.kind for i in IMPLEMENTATIONS] == ["snippet", "blas", "reference"]
 
 
 # ---- plans per signature ------------------------------------------------------------------------

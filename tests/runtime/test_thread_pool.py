@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from snipjit.runtime.parallel.python_threads import ThreadPool, default_threads
+from snipjit.runtime.parallel.python_threads import ThreadPool
+from snipjit.runtime.parallel.thread_count import default_threads
 
 
 @pytest.fixture(scope="module")

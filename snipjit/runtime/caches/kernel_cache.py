@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Callable
 
 from ...ir.graph import Graph
-from ...ir.text import print_graph
+from ...ir.graph import print_graph
+from ...version import __version__
 from ...snippets.subgraph_compiler import CompiledSnippet
 from ...snippets.target_machine import TargetMachine
 
@@ -54,7 +55,6 @@ def compiler_fingerprint() -> str:
 
 
 def cache_key(body: Graph, target: TargetMachine, options: dict) -> str:
-    from ... import __version__
     parts = [canonical_text(body), target.cache_key(), __version__, compiler_fingerprint(),
              json.dumps(options, sort_keys=True)]
     return hashlib.sha256("\n--\n".join(parts).encode()).hexdigest()

@@ -1,8 +1,8 @@
-"""The registry of node implementations, with priorities.
+"""What every implementation shares: the `Implementation` record, the `Kernel` a step runs, prepared
+launches, and the always-available `reference` implementation (the op's NumPy kernel).
 
-Each implementation says which nodes it accepts and builds a kernel for one node. The program asks them
-in priority order (highest first) and takes the first that accepts: a generated `snippet` kernel before
-`blas`, before the always-available `reference` kernel.
+Each implementation says which nodes it accepts and builds a kernel for one node; the list the program
+asks, in order, is `implementations.IMPLEMENTATIONS`.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from . import strided_copy
 @dataclass(frozen=True)
 class Implementation:
     kind: str
-    priority: int
     accepts: Callable[[Node, dict], bool]
     build: Callable[[Node, dict], Callable]
 
@@ -30,17 +29,11 @@ class NotApplicable(Exception):
     tried."""
 
 
-_IMPLEMENTATIONS: list[Implementation] = []
-
-
-def register_implementation(impl: Implementation) -> None:
-    _IMPLEMENTATIONS.append(impl)
-    _IMPLEMENTATIONS.sort(key=lambda i: -i.priority)
-
-
-def choose_implementation(node: Node, options: dict) -> tuple[str, Callable]:
+def choose_implementation(node: Node, options: dict, implementations: Sequence[Implementation]
+                          ) -> tuple[str, Callable]:
+    """The first of `implementations` (in order) that accepts the node, among those `options` allows."""
     allowed = options.get("implementations")
-    for impl in _IMPLEMENTATIONS:
+    for impl in implementations:
         if allowed is not None and impl.kind not in allowed:
             continue
         if impl.accepts(node, options):
@@ -154,7 +147,7 @@ def build_reference(node: Node, options: dict) -> Kernel:
     return ReferenceKernel(node)
 
 
-register_implementation(Implementation("reference", 0, lambda node, options: True, build_reference))
+REFERENCE = Implementation("reference", lambda node, options: True, build_reference)
 
-__all__ = ["Implementation", "Kernel", "PreparedLaunch", "ReferenceKernel", "NotApplicable", "register_implementation",
+__all__ = ["Implementation", "Kernel", "PreparedLaunch", "ReferenceKernel", "NotApplicable", "REFERENCE",
            "choose_implementation"]

@@ -22,7 +22,7 @@ from ...ir.graph import Node
 from ...ops import get_op
 from ...ops.nn import _window, conv_output, im2col
 from . import gemm_launch
-from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel, register_implementation
+from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel
 from ..parallel.python_threads import get_pool
 
 # epilogue op -> in-place application on the output `y` (with the node's other input `b`, attrs `a`)
@@ -237,5 +237,5 @@ def accepts_blas(node: Node, options: dict) -> bool:
     return all(v is None or (v.type is not None and v.type.dtype == f32) for v in node.inputs + node.outputs)
 
 
-register_implementation(Implementation("blas", 50, accepts_blas,
-                                        lambda node, options: BlasKernel(node, options.get("gemm", "snipjit") != "numpy")))
+BLAS = Implementation("blas", accepts_blas,
+                      lambda node, options: BlasKernel(node, options.get("gemm", "snipjit") != "numpy"))

@@ -25,7 +25,7 @@ from .snippet_dumps import PassDumper, dump_dir
 from ..errors import KernelBoundsError
 from ..caches.kernel_cache import cache_key, get_kernel_cache
 from ...memory.solver import aligned_empty
-from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference, register_implementation
+from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference
 from ..parallel.native_threads import get_native_pool, scratchpads
 from ..parallel.python_threads import get_pool
 
@@ -322,6 +322,6 @@ def build_snippet(node: Node, options: dict) -> SnippetKernel:
     return SnippetKernel(node, compile_body(node.attrs["body"], options), build_reference(node, options), options)
 
 
-register_implementation(Implementation("snippet", 100, lambda node, options: node.op == "Subgraph", build_snippet))
+SNIPPET = Implementation("snippet", lambda node, options: node.op == "Subgraph", build_snippet)
 
 __all__ = ["SnippetKernel", "build_snippet"]

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...memory.solver import aligned_empty
 
-from .python_threads import default_threads
+from .thread_count import default_threads
 
 SPIN_ROUNDS = 1 << 12   # `pause`s a worker spins (tens of microseconds) before it sleeps
 

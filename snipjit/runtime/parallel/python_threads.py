@@ -5,15 +5,10 @@ first chunk itself. Threads are created once, on first use, and live as long as 
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Callable
 
-
-def default_threads() -> int:
-    env = os.environ.get("SNIPJIT_NUM_THREADS")
-    return max(1, int(env)) if env else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                            else os.cpu_count() or 1)
+from .thread_count import default_threads
 
 
 class ThreadPool:

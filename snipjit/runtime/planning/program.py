@@ -15,7 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from ...ir.graph import Graph, Node, TensorType, Value, held_placeholder
-from ..implementations.base import Kernel, choose_implementation
+from ..implementations import choose
+from ..implementations.base import Kernel
 from .progress import Progress
 from ...memory.solver import BufferRequest, MemoryPlan, solve_buffer_memory
 from .resolver import Resolution, resolve
@@ -81,7 +82,7 @@ class Program:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
-    def build(graph: Graph, options: dict, choose=choose_implementation) -> "Program":
+    def build(graph: Graph, options: dict, choose=choose) -> "Program":
         slots: dict[int, int] = {}
 
         def slot(v: Value | None) -> int:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from snipjit.ir import parse_graph
+from snipjit import parse_graph
 from snipjit.ops.interpreter import run_graph_reference
 from snipjit.snippets.dataflow.convert_constants_to_scalars import ConvertConstantsToScalars
 from snipjit.snippets.dataflow.convert_div_to_mul import ConvertDivToMul

@@ -1,0 +1,139 @@
+"""The package's layers: every import (lazy ones too) goes down the pipeline, never up or round a cycle, and
+no module grows past the size a reader can hold.
+
+Layers, lowest first; a module may import its own layer and the ones below. Inside `snipjit.runtime`
+the sub-packages have an order of their own."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "snipjit"
+MAX_LINES = 600
+
+LAYERS = [
+    ("snipjit.memory", "snipjit.version"),           # leaves: buffer placement, the version
+    ("snipjit.ir",),                                  # Graph IR and its text form
+    ("snipjit.ops",),                                 # what ops mean: registry, inference, reference kernels
+    ("snipjit.snippets",),                            # subgraph compiler and the target-machine interface
+    ("snipjit.targets",),                             # code generators: LLVM, C
+    ("snipjit.frontend", "snipjit.passes"),           # ONNX in, graph passes
+    ("snipjit.runtime",),                             # programs, requests, threads, caches
+    ("snipjit.compiler", "snipjit.builder", "snipjit.backend"),   # the API
+    ("snipjit.cli", "snipjit.visualize", "snipjit"),  # tools and the package's front door
+]
+RUNTIME_LAYERS = [
+    ("snipjit.runtime.errors",),
+    ("snipjit.runtime.parallel",),         # threads: native pool, Python pool, BLAS threads
+    ("snipjit.runtime.caches",),           # kernel and compiled-model caches
+    ("snipjit.runtime.implementations",),  # what a step can run on: snippets, GEMM, copies, references
+    ("snipjit.runtime.planning",),         # building the program: implementations chosen, shapes, memory
+    ("snipjit.runtime.execution",),        # running it: requests, feeds, profiles
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def type_checking_blocks(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:`: they exist for annotations only."""
+    return {id(n) for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for stmt in block.body for n in ast.walk(stmt)}
+
+
+def imports(name: str, path: Path, known: set[str], annotations: bool = True) -> set[str]:
+    """The snipjit modules `name` imports anywhere in its text (top level, functions, conditionals);
+    `annotations=False` leaves out the imports made only for type checkers."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = set() if annotations else type_checking_blocks(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in known and t != name}
+    return found
+
+
+def rank(name: str, layers) -> int | None:
+    best = None
+    for i, group in enumerate(layers):
+        for prefix in group:
+            if name == prefix or name.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (i, len(prefix))
+    return None if best is None else best[0]
+
+
+GRAPH = {name: imports(name, path, set(modules())) for name, path in modules().items()}
+RUNTIME_GRAPH = {name: imports(name, path, set(modules()), annotations=False) for name, path in modules().items()}
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in GRAPH if rank(m, LAYERS) is None] == []
+    runtime = [m for m in GRAPH if m.startswith("snipjit.runtime.")]
+    assert [m for m in runtime if rank(m, RUNTIME_LAYERS) is None] == []
+
+
+@pytest.mark.parametrize("layers", [LAYERS, RUNTIME_LAYERS], ids=["package", "runtime"])
+def test_imports_go_down_the_layers(layers):
+    upward = [f"{a} -> {b}" for a, targets in GRAPH.items() for b in sorted(targets)
+              if None not in (rank(a, layers), rank(b, layers)) and rank(b, layers) > rank(a, layers)]
+    assert upward == []
+
+
+def test_no_import_cycles():
+    """Tarjan's strongly connected components over the imports that run: any with two modules is a
+    cycle. A package importing its own submodules (`from . import x` in __init__) is not counted."""
+    graph = {a: {b for b in targets if not b.startswith(a + ".")} for a, targets in RUNTIME_GRAPH.items()}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_modules_stay_small():
+    big = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert big == {}
