@@ -20,7 +20,7 @@ import numpy as np
 from ..ir.dtypes import f32
 from ..ir.graph import Node
 from ..ops import get_op
-from ..ops.nn import _window, conv_output, im2col
+from ..ops.windows import conv_output, im2col, window_from_attrs as _window
 from . import gemm
 from .implementations import Implementation, Kernel, PreparedLaunch, ReferenceKernel, register_implementation
 from .thread_pool import get_pool
