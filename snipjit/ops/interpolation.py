@@ -13,7 +13,6 @@ import numpy as np
 
 from .common import compute_dtype
 
-
 SAMPLE_MODES = ("nearest", "linear", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")
 CUBIC_A = -0.75   # the Keys parameter of GridSample, and Resize's default cubic_coeff_a
