@@ -1,5 +1,6 @@
-"""Helpers shared by the structural op families (movement, shape, linalg, nn): reading index-like
-inputs, normalising axes, and arithmetic on dimensions that may be dynamic.
+"""Helpers private to the op package, shared by its structural families (rearranging, slicing, gather and
+scatter, selection, sampling, shape, linalg, nn): reading index-like inputs, normalising axes, arithmetic on
+dimensions that may be dynamic, and fresh output copies.
 
 Dims follow `snipjit.ir.shape`: an int is static, a str names a dynamic dim, None is an anonymous dynamic
 dim. The arithmetic here keeps a result static or named whenever that is certain, and gives None
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..ir.dtypes import DType
 from ..ir.graph import TensorType
-from ..ir.shape import Dim, Shape
+from ..ir.shape import Dim, Shape, shape_str
 from .common import axis_of
 from .registry import OpContext
 
@@ -141,3 +142,21 @@ def dim_quotient(ctx: OpContext, num: Sequence[Dim] | None, den: Sequence[Dim]) 
             raise ctx.fail(f"cannot reshape {n_static} elements into a multiple of {d_static}")
         return n_static // d_static
     return left[0] if len(left) == 1 and n_static == d_static else None
+
+
+def shape_input(ctx: OpContext, i: int, what: str) -> list[int] | None:
+    """A 1-D shape-like input (image_shape, output_shape, size, ...) as ints, if known at compile time."""
+    v = ctx.value(i)
+    if v is not None and v.ndim != 1:
+        raise ctx.fail(f"{what} must be a 1-D tensor, got shape {shape_str(v.shape)}")
+    return ints(v)
+
+
+def fresh_copy(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy (movement kernels must not return views of their inputs)."""
+    return np.asarray(a).copy()
+
+
+def same_rank_unknown(t: TensorType) -> list[TensorType]:
+    """The output keeps the input's rank but no dim is known."""
+    return [tensor(t.dtype, None if t.shape is None else [None] * len(t.shape))]

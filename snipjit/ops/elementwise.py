@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic, math functions, activations, comparisons, logic, Where, Clip and Cast.
+"""Elementwise ops: arithmetic, math functions, activations, comparisons, logic, Where, Clip, Cast and BitCast.
 
 Every op broadcasts its inputs multidirectionally (NumPy rules) unless said otherwise; see
 `common` for how kernels compute half-precision floats.
@@ -12,6 +12,7 @@ import numpy as np
 from ..ir.dtypes import DType, boolean, dtype as to_dtype, i32, i64, string
 from ..ir.graph import TensorType
 from ..ir.shape import is_static, numel, shape_str
+from ._indexing import tensor
 from .common import (BOOL, FLOATS, INTS, NUMERIC, SIGNED, binary, broadcast_infer, check_broadcast,
                      check_dtypes, comparison, one_of, unary, unidirectional, upcast, variadic)
 from .registry import REQUIRED, Category, OpContext, register
@@ -245,3 +246,28 @@ def cast(ctx: OpContext, x):
 def cast_like(ctx: OpContext, x, like):
     """x converted to the dtype of `like` (whose values are not read)."""
     return _cast(ctx, x, to_dtype(like.dtype))
+
+
+# ---- BitCast -------------------------------------------------------------------------------------
+def _bitcast_target(ctx: OpContext) -> DType:
+    try:
+        to = to_dtype(int(ctx.attrs["to"]))
+    except TypeError as e:
+        raise ctx.fail(f"attribute to: {e}") from None
+    src = ctx.in_types[0].dtype
+    if string in (to, src):
+        raise ctx.fail("BitCast does not take string tensors")
+    if to.bits != src.bits:
+        raise ctx.fail(f"cannot reinterpret {src} ({src.bits} bits) as {to} ({to.bits} bits)")
+    return to
+
+
+@register("BitCast", Category.UNARY, attrs={"to": REQUIRED},
+          infer=lambda ctx: [tensor(_bitcast_target(ctx), ctx.in_types[0].shape)])
+def bitcast(ctx: OpContext, x):
+    """The bytes of x (little endian) read as elements of type `to`, of the same width."""
+    to = _bitcast_target(ctx).np
+    data = np.ascontiguousarray(x)
+    if to == np.bool_ and np.any(data.view(np.uint8) > 1):
+        raise ctx.fail("a byte other than 0 or 1 is not a boolean")
+    return data.view(to).copy()

@@ -1,4 +1,4 @@
-"""Matrix products: MatMul, Gemm, Einsum and MatMulInteger.
+"""Matrix products: MatMul, Gemm, Einsum and MatMulInteger; and Det, the determinant.
 
 Reference kernels use NumPy's BLAS-backed products. float16/bfloat16 inputs are multiplied in float32 and
 rounded back (NumPy has no BLAS for them), MatMulInteger's 8-bit integers in float64 (exact for them).
@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir.dtypes import i32, i64, u32, u64
 from ..ir.graph import TensorType
-from ..ir.shape import Dim, Shape, broadcast_dim, broadcast_shapes
+from ..ir.shape import Dim, Shape, broadcast_dim, broadcast_shapes, shape_str
 from ._indexing import require_rank, tensor
 from .common import FLOATS, NUMERIC, check_dtypes, unidirectional, upcast
 from .registry import Category, OpContext, register
@@ -202,3 +202,25 @@ def matmul_integer(ctx: OpContext, a, b, a_zero_point=None, b_zero_point=None):
     y = _matmul(ctx, _centered(ctx, a, a_zero_point, -2, "a_zero_point"),
                 _centered(ctx, b, b_zero_point, -1, "b_zero_point"))
     return y.astype(np.int32)
+
+
+# ---- Det -----------------------------------------------------------------------------------------
+def _check_square(ctx: OpContext, shape: Shape) -> None:
+    if shape is None:
+        return
+    if len(shape) < 2 or (isinstance(shape[-1], int) and isinstance(shape[-2], int) and shape[-1] != shape[-2]):
+        raise ctx.fail(f"input must hold square matrices in its last two dims, got shape {shape_str(shape)}")
+
+
+def _infer_det(ctx: OpContext) -> list[TensorType]:
+    check_dtypes(ctx, FLOATS)
+    x = ctx.in_types[0]
+    _check_square(ctx, x.shape)
+    return [x if x.shape is None else tensor(x.dtype, x.shape[:-2])]
+
+
+@register("Det", H, infer=_infer_det)
+def det(ctx: OpContext, x):
+    """The determinants of the square matrices in the last two dims of x."""
+    _check_square(ctx, x.shape)
+    return np.asarray(np.linalg.det(upcast(x))).astype(x.dtype)

@@ -1,138 +1,25 @@
-"""Convolutions and pools over NCHW-style tensors [N, C, *spatial] (1-D, 2-D, 3-D, ...).
+"""Convolutions, pools and their inverses over NCHW-style tensors [N, C, *spatial] (1-D, 2-D, 3-D, ...).
 
-One sliding-window helper serves all of them: a `Window` (kernel, strides, dilations, pads, auto_pad,
-ceil_mode) is placed on a concrete input (`Window.place`), and `_windows` presents the padded input as a
-read-only strided view [N, C, *out, *kernel]. Conv turns that view into an im2col matrix and multiplies it
-with the weights (one BLAS call per group); ConvTranspose is the Conv of the stride-dilated input with the
-flipped kernel; the pools reduce the view over its kernel axes in one pooling core (`_pool`).
+All of them slide a `Window` (see `windows`) over the input. Conv turns the window view into an im2col
+matrix and multiplies it with the weights (one BLAS call per group); ConvTranspose is the Conv of the
+stride-dilated input with the flipped kernel; the pools reduce the view over its kernel axes in one pooling
+core (`_pool`). Col2Im and MaxUnpool invert im2col and MaxPool.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..ir.dtypes import i8, i64, u8
 from ..ir.graph import TensorType
-from ..ir.shape import Dim, Shape, ShapeError
-from ._indexing import dim_affine, require_rank, tensor
-from .common import FLOATS, check_dtypes, compute_dtype, one_of, require_dtype_of_x
+from ..ir.shape import Dim, Shape, shape_str
+from ._indexing import dim_affine, ints, require_rank, shape_input, static_length, tensor
+from .common import FLOATS, check_dtypes, compute_dtype, one_of, require_dtype_of_x, upcast
 from .registry import REQUIRED, Category, OpContext, register
+from .windows import Placement, Window, conv_output, im2col, place_window, window_from_attrs, window_view
 
 H = Category.HEAVY
-_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-
-
-# ---- window geometry -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Placement:
-    """A window placed on a concrete input: per spatial dim, the output size and the padding."""
-    out: tuple[int, ...]
-    begin: tuple[int, ...]   # padding before the input
-    end: tuple[int, ...]     # declared padding after the input (what count_include_pad counts)
-    reach: tuple[int, ...]   # padding after the input the last window needs (negative: an unread tail)
-
-
-@dataclass(frozen=True)
-class Window:
-    """A sliding window over the spatial dims; pads are ONNX-ordered (all begins, then all ends)."""
-    kernel: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads: tuple[int, ...]
-    auto_pad: str = "NOTSET"
-    ceil_mode: bool = False
-
-    @property
-    def rank(self) -> int:
-        return len(self.kernel)
-
-    def extent(self, i: int) -> int:
-        """How many input positions the dilated kernel spans along spatial dim i."""
-        return (self.kernel[i] - 1) * self.dilations[i] + 1
-
-    def out_dim(self, i: int, d: Dim) -> Dim:
-        """Output size along spatial dim i for an input size d (static, or symbolic when certain)."""
-        s, ext = self.strides[i], self.extent(i)
-        if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            return dim_affine(d, div=s, ceil=True)
-        lo, hi = (0, 0) if self.auto_pad == "VALID" else (self.pads[i], self.pads[i + self.rank])
-        if not isinstance(d, int):
-            return dim_affine(d, add=lo + hi - ext + 1) if s == 1 else None
-        span = d + lo + hi - ext
-        if span < 0:
-            raise ShapeError(f"spatial dim {i} of size {d} (padded: {d + lo + hi}) is smaller than the window "
-                             f"extent {ext}")
-        if not self.ceil_mode:
-            return span // s + 1
-        n = -(-span // s) + 1
-        return n - 1 if (n - 1) * s >= d + lo else n  # the last window must start inside input or begin pad
-
-    def place(self, spatial: tuple[int, ...]) -> Placement:
-        out, begin, end, reach = [], [], [], []
-        for i, d in enumerate(spatial):
-            o = self.out_dim(i, d)
-            if o < 1:
-                raise ShapeError(f"spatial dim {i} of size {d} gives no window")
-            if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-                total = max(0, (o - 1) * self.strides[i] + self.extent(i) - d)
-                lo = total // 2 if self.auto_pad == "SAME_UPPER" else total - total // 2
-                hi = total - lo
-            elif self.auto_pad == "VALID":
-                lo = hi = 0
-            else:
-                lo, hi = self.pads[i], self.pads[i + self.rank]
-            out.append(o)
-            begin.append(lo)
-            end.append(hi)
-            reach.append((o - 1) * self.strides[i] + self.extent(i) - d - lo)
-        return Placement(tuple(out), tuple(begin), tuple(end), tuple(reach))
-
-
-def _window(ctx: OpContext, kernel: tuple[int, ...]) -> Window:
-    """The window described by the node's attributes for a kernel of the given spatial size."""
-    n = len(kernel)
-    a = ctx.attrs
-
-    def ints_attr(name: str, default: int, length: int) -> tuple[int, ...]:
-        v = a.get(name)
-        v = [default] * length if v is None else [int(x) for x in v]
-        if len(v) != length:
-            raise ctx.fail(f"{name} has {len(v)} values but {length} are needed for {n} spatial dims")
-        return tuple(v)
-
-    auto_pad = a.get("auto_pad", "NOTSET") or "NOTSET"
-    if auto_pad not in _AUTO_PADS:
-        raise ctx.fail(f"auto_pad must be one of {list(_AUTO_PADS)}, got {auto_pad!r}")
-    win = Window(tuple(kernel), ints_attr("strides", 1, n), ints_attr("dilations", 1, n),
-                 ints_attr("pads", 0, 2 * n), auto_pad, bool(a.get("ceil_mode", 0)))
-    if min(win.kernel + win.strides + win.dilations, default=1) < 1 or min(win.pads, default=0) < 0:
-        raise ctx.fail(f"kernel {list(win.kernel)}, strides {list(win.strides)} and dilations "
-                       f"{list(win.dilations)} must be positive and pads {list(win.pads)} non-negative")
-    return win
-
-
-def _place(ctx: OpContext, win: Window, spatial: tuple[int, ...]) -> Placement:
-    try:
-        return win.place(spatial)
-    except ShapeError as e:
-        raise ctx.fail(str(e)) from None
-
-
-def _windows(x: np.ndarray, win: Window, p: Placement, fill) -> np.ndarray:
-    """Read-only view [N, C, *out, *kernel] of x [N, C, *spatial] padded with `fill`: element
-    [n, c, o..., k...] is x[n, c, o*stride - begin + k*dilation, ...]."""
-    crop = tuple(slice(max(-b, 0), d - max(-r, 0)) for d, b, r in zip(x.shape[2:], p.begin, p.reach))
-    grow = [(0, 0)] * 2 + [(max(b, 0), max(r, 0)) for b, r in zip(p.begin, p.reach)]
-    padded = x[(slice(None), slice(None)) + crop]
-    if any(g != (0, 0) for g in grow):
-        padded = np.pad(padded, grow, constant_values=fill)
-    st = padded.strides
-    shape = padded.shape[:2] + p.out + win.kernel
-    strides = st[:2] + tuple(st[2 + i] * s for i, s in enumerate(win.strides)) + \
-        tuple(st[2 + i] * d for i, d in enumerate(win.dilations))
-    return np.lib.stride_tricks.as_strided(padded, shape, strides, writeable=False)
 
 
 def _spatial_shape(ctx: OpContext, x: Shape, win: Window) -> list[Dim] | None:
@@ -191,32 +78,7 @@ def _infer_conv(ctx: OpContext) -> list[TensorType]:
         rank = x.rank if x.rank is not None else w.rank
         return [tensor(x.dtype, None if rank is None else
                        [None if x.shape is None else x.shape[0], m] + [None] * (rank - 2))]
-    return [tensor(x.dtype, [x.shape[0], m] + _spatial_shape(ctx, x.shape, _window(ctx, kernel)))]
-
-
-def im2col(ctx: OpContext, x: np.ndarray, w: np.ndarray, win: Window, group: int
-           ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """A grouped convolution as matrix products: weights [G, M/G, K], columns [G, K, N * prod(out)]
-    (K = C/G * prod(kernel)), and the output's spatial size; in x's compute dtype."""
-    n, c = x.shape[:2]
-    m, cg = w.shape[:2]
-    if x.ndim != w.ndim or c != cg * group or m % group:
-        raise ctx.fail(f"X of shape {list(x.shape)} does not fit W of shape {list(w.shape)} with group={group}")
-    if w.shape[2:] != win.kernel:
-        raise ctx.fail(f"kernel_shape {list(win.kernel)} does not match the weights {list(w.shape)}")
-    p = _place(ctx, win, x.shape[2:])
-    dt = compute_dtype(x.dtype)
-    view = _windows(x.astype(dt, copy=False), win, p, 0)              # [N, C, *out, *kernel]
-    d = win.rank
-    view = view.reshape((n, group, cg) + p.out + win.kernel)
-    cols = view.transpose((1, 2) + tuple(range(3 + d, 3 + 2 * d)) + (0,) + tuple(range(3, 3 + d)))
-    cols = cols.reshape(group, cg * math.prod(win.kernel), n * math.prod(p.out))
-    return w.astype(dt, copy=False).reshape(group, m // group, -1), cols, p.out
-
-
-def conv_output(y: np.ndarray, n: int, spatial: tuple[int, ...]) -> np.ndarray:
-    """The products' result [G, M/G, N * prod(out)] as the convolution's [N, M, *out] (a view)."""
-    return y.reshape((-1, n) + spatial).swapaxes(0, 1)
+    return [tensor(x.dtype, [x.shape[0], m] + _spatial_shape(ctx, x.shape, window_from_attrs(ctx, kernel)))]
 
 
 def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Window, group: int) -> np.ndarray:
@@ -238,7 +100,7 @@ def conv(ctx: OpContext, x, w, b=None):
     if b is not None and b.shape != (w.shape[0],):
         raise ctx.fail(f"bias of shape {list(b.shape)} must have one value per output channel ({w.shape[0]})")
     kernel = _kernel_of(ctx, w.shape)
-    return _conv(ctx, x, w, b, _window(ctx, kernel), ctx.attrs["group"])
+    return _conv(ctx, x, w, b, window_from_attrs(ctx, kernel), ctx.attrs["group"])
 
 
 # ---- ConvTranspose ----------------------------------------------------------------------------------------
@@ -247,7 +109,7 @@ def _transpose_geometry(ctx: OpContext, spatial: tuple[Dim, ...], kernel: tuple[
     """(output spatial dims, padding cut from the start of each) of ConvTranspose; the padding is None
     when dynamic dims leave it unknown."""
     n = len(kernel)
-    win = _window(ctx, kernel)
+    win = window_from_attrs(ctx, kernel)
     a = ctx.attrs
     out_pad = [0] * n if a["output_padding"] is None else [int(v) for v in a["output_padding"]]
     if len(out_pad) != n:
@@ -307,7 +169,7 @@ def conv_transpose(ctx: OpContext, x, w, b=None):
     if b is not None and b.shape != (mg * g,):
         raise ctx.fail(f"bias of shape {list(b.shape)} must have one value per output channel ({mg * g})")
     d = len(kernel)
-    win = _window(ctx, kernel)
+    win = window_from_attrs(ctx, kernel)
     out, begin = _transpose_geometry(ctx, x.shape[2:], kernel)
     if any(o < 1 for o in out):
         raise ctx.fail(f"the output spatial size {out} is empty")
@@ -347,7 +209,7 @@ def _max_indices(x: np.ndarray, win: Window, p: Placement, view: np.ndarray, col
     count = math.prod(spatial)
     inner = np.arange(count).reshape(spatial[::-1]).transpose() if column_major else np.arange(count).reshape(spatial)
     flat = np.arange(n * c).reshape(n, c, *([1] * len(spatial))) * count + inner
-    where = _windows(flat, win, p, -1).reshape(view.shape[:2 + win.rank] + (-1,))
+    where = window_view(flat, win, p, -1).reshape(view.shape[:2 + win.rank] + (-1,))
     best = view.reshape(where.shape).argmax(axis=-1)[..., None]
     return np.take_along_axis(where, best, axis=-1)[..., 0].astype(np.int64)
 
@@ -359,14 +221,14 @@ def _pool(ctx: OpContext, x: np.ndarray, kind: str, win: Window, *, include_pad:
     'max' are returned too (else None)."""
     if x.ndim != win.rank + 2:
         raise ctx.fail(f"input of shape {list(x.shape)} does not fit a {win.rank}-D window")
-    p = _place(ctx, win, x.shape[2:])
+    p = place_window(ctx, win, x.shape[2:])
     dt = compute_dtype(x.dtype)
     xc = x.astype(dt, copy=False)
     if kind == "max":
-        view = _windows(xc, win, p, _lowest(dt))
+        view = window_view(xc, win, p, _lowest(dt))
         indices = None if storage_order is None else _max_indices(x, win, p, view, storage_order == 1)
         return _over_taps(view, win.rank, np.maximum).astype(x.dtype, copy=False), indices
-    view = _windows(xc, win, p, 0)
+    view = window_view(xc, win, p, 0)
     if kind == "avg":
         y = _over_taps(view, win.rank, np.add) / _tap_counts(win, p, x.shape[2:], include_pad)
     else:
@@ -385,7 +247,7 @@ def _over_taps(view: np.ndarray, rank: int, ufunc) -> np.ndarray:
 
 
 def _local_window(ctx: OpContext) -> Window:
-    return _window(ctx, tuple(int(k) for k in ctx.attrs["kernel_shape"]))
+    return window_from_attrs(ctx, tuple(int(k) for k in ctx.attrs["kernel_shape"]))
 
 
 _check_storage_order = one_of("storage_order", (0, 1))
@@ -456,3 +318,99 @@ def global_average_pool(ctx: OpContext, x):
 def global_lp_pool(ctx: OpContext, x):
     """(sum |x|^p)^(1/p) over all spatial positions, keeping them as size-1 dims."""
     return _pool(ctx, x, "lp", _global_window(ctx, x), order=ctx.attrs["p"])[0]
+
+
+# ---- Col2Im --------------------------------------------------------------------------------------
+def _infer_col2im(ctx: OpContext) -> list[TensorType]:
+    check_dtypes(ctx, {i64}, [1, 2])
+    x = ctx.in_types[0]
+    require_rank(ctx, x.shape, 3, what="input")
+    image, block = shape_input(ctx, 1, "image_shape"), shape_input(ctx, 2, "block_shape")
+    n_dims = len(image) if image is not None else static_length(ctx.in_types[1])
+    n, cols = (None, None) if x.shape is None else x.shape[:2]
+    channels = None
+    if block is not None and isinstance(cols, int):
+        channels = _col2im_channels(ctx, cols, block)
+    spatial = image if image is not None else [None] * (n_dims or 0)
+    return [tensor(x.dtype, None if n_dims is None else [n, channels, *spatial])]
+
+
+def _col2im_channels(ctx: OpContext, cols: int, block: list[int]) -> int:
+    size = math.prod(block)
+    if size < 1 or cols % size:
+        raise ctx.fail(f"input dim 1 ({cols}) is not a multiple of the block size {block}")
+    return cols // size
+
+
+@register("Col2Im", H, infer=_infer_col2im, attrs={"dilations": None, "pads": None, "strides": None}, inputs=3)
+def col2im(ctx: OpContext, x, image_shape, block_shape):
+    """The inverse of im2col: x [N, C * prod(block), L] holds, for each of the L block positions of a
+    sliding window over an image (strides, dilations, pads), the C x block values there; they are
+    summed into the image [N, C, *image_shape] where windows overlap."""
+    image, block = ints(image_shape), ints(block_shape)
+    if len(image) != len(block):
+        raise ctx.fail(f"image_shape {image} and block_shape {block} differ in length")
+    n, cols, length = x.shape
+    channels = _col2im_channels(ctx, cols, block)
+    win = window_from_attrs(ctx, tuple(block))
+    p = place_window(ctx, win, tuple(image))
+    if length != math.prod(p.out):
+        raise ctx.fail(f"input has {length} blocks but the image holds {' x '.join(map(str, p.out))}")
+    blocks = upcast(x).reshape((n, channels, *block, *p.out))
+    padded = np.zeros((n, channels, *(d + lo + hi for d, lo, hi in zip(image, p.begin, p.end))), blocks.dtype)
+    for k in np.ndindex(*block):
+        taps = tuple(slice(ki * d, ki * d + (o - 1) * s + 1, s)
+                     for ki, d, s, o in zip(k, win.dilations, win.strides, p.out))
+        padded[(slice(None), slice(None)) + taps] += blocks[(slice(None), slice(None)) + k]
+    crop = tuple(slice(lo, lo + d) for lo, d in zip(p.begin, image))
+    return padded[(slice(None), slice(None)) + crop].astype(x.dtype)
+
+
+# ---- MaxUnpool -----------------------------------------------------------------------------------
+def _unpooled_dims(ctx: OpContext, spatial: Shape) -> list:
+    """The default output's spatial dims: (in - 1) * stride - pads + kernel."""
+    win = window_from_attrs(ctx, tuple(ctx.attrs["kernel_shape"]))
+    if len(spatial) != win.rank:
+        raise ctx.fail(f"input has {len(spatial)} spatial dims but kernel_shape has {win.rank}")
+    return [dim_affine(d, mul=s, add=k - s - lo - hi) for d, s, k, lo, hi in
+            zip(spatial, win.strides, win.kernel, win.pads[:win.rank], win.pads[win.rank:])]
+
+
+def _infer_max_unpool(ctx: OpContext) -> list[TensorType]:
+    check_dtypes(ctx, FLOATS, [0])
+    check_dtypes(ctx, {i64}, [1, 2])
+    x = ctx.in_types[0]
+    require_rank(ctx, x.shape, 3, -1)
+    if ctx.has_input(2):
+        shape = shape_input(ctx, 2, "output_shape")
+        if shape is not None:
+            return [tensor(x.dtype, shape)]
+        rank = x.rank if x.rank is not None else static_length(ctx.in_types[2])
+        return [tensor(x.dtype, None if rank is None else [None] * rank)]
+    if x.shape is None:
+        return [x]
+    return [tensor(x.dtype, [*x.shape[:2], *_unpooled_dims(ctx, x.shape[2:])])]
+
+
+@register("MaxUnpool", H, infer=_infer_max_unpool, attrs={"kernel_shape": REQUIRED, "pads": None, "strides": None},
+          inputs=(2, 3))
+def max_unpool(ctx: OpContext, x, indices, output_shape=None):
+    """The inverse of MaxPool: a zero tensor of MaxPool's input shape ((in - 1) * stride - pads +
+    kernel per spatial dim) with each value of x written at its flat index from I; `output_shape`, when
+    given, extends that tensor with zeros at the end of each dim."""
+    if indices.shape != x.shape:
+        raise ctx.fail(f"indices of shape {shape_str(indices.shape)} do not match X {shape_str(x.shape)}")
+    shape = (*x.shape[:2], *_unpooled_dims(ctx, x.shape[2:]))
+    size = math.prod(shape)
+    flat = indices.reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= size):
+        raise ctx.fail(f"an index is outside the unpooled tensor of shape {shape_str(shape)}")
+    y = np.zeros(size, x.dtype)
+    y[flat] = x.reshape(-1)
+    y = y.reshape(shape)
+    if output_shape is None:
+        return y
+    target = ints(output_shape)
+    if len(target) != len(shape) or any(t < d for t, d in zip(target, shape)):
+        raise ctx.fail(f"output_shape {target} is smaller than the unpooled shape {list(shape)}")
+    return np.pad(y, [(0, t - d) for t, d in zip(target, shape)])

@@ -1,4 +1,5 @@
-"""Reductions: the Reduce* family (one generic reduction serves them all), ArgMax/ArgMin and CumSum.
+"""Reductions: the Reduce* family (one generic reduction serves them all), ArgMax/ArgMin, CumSum and
+CumProd.
 
 Reduce* follow the latest ONNX signature: `axes` is an optional int64 input. Without axes (or with an
 empty axes tensor) every axis is reduced, unless `noop_with_empty_axes` is set: then nothing is, and
@@ -170,7 +171,7 @@ for _name, _find, _what in (("ArgMax", np.argmax, "maximum"), ("ArgMin", np.argm
              attrs={"axis": 0, "keepdims": 1, "select_last_index": 0})(_arg_extreme(_find, _what))
 
 
-# ---- CumSum --------------------------------------------------------------------------------------
+# ---- CumSum, CumProd -----------------------------------------------------------------------------
 def infer_cumulative(ctx: OpContext) -> list[TensorType]:
     check_dtypes(ctx, _REDUCE_DTYPES, [0])
     check_dtypes(ctx, {i32, i64}, [1])
@@ -207,3 +208,10 @@ def cumsum(ctx: OpContext, x, axis):
     """Running sums of x along axis; `exclusive` leaves out each element itself, `reverse` sums from
     the end."""
     return cumulative(ctx, x, axis, np.add)
+
+
+@register("CumProd", Category.REDUCTION, infer=infer_cumulative, inputs=2, attrs={"exclusive": 0, "reverse": 0})
+def cumprod(ctx: OpContext, x, axis):
+    """Running products of x along axis; `exclusive` leaves out each element itself, `reverse`
+    multiplies from the end."""
+    return cumulative(ctx, x, axis, np.multiply)

@@ -11,6 +11,7 @@ import snipjit.ops.elementwise  # noqa: F401  (registers the ops)
 from snipjit import parse_graph
 from snipjit.ops import OpError
 from snipjit.ops.common import evaluate
+from op_cases import output_types
 
 
 def run(op, *inputs, **attrs):
@@ -308,3 +309,34 @@ def test_half_floats_are_computed_in_f32_and_returned_as_half():
     assert run("Add", a([1, 2], "float32"), a([1, 2], "float32")).dtype == np.float32
     bf = run("Mul", a([1.5], "float32").astype("bfloat16"), a([2], "float32").astype("bfloat16"))
     assert str(bf.dtype) == "bfloat16" and bf.astype(np.float32).tolist() == [3.0]
+
+
+# ---- BitCast -----------------------------------------------------------------------------------------------
+BITCAST_INPUTS = "i: i32[5], u: f32[*]"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("[y] = BitCast(i) {to=1}", "f32[5]"),
+    ("[y] = BitCast(u) {to=6}", "i32[*]"),
+])
+def test_bitcast_inference(body, expected):
+    assert output_types(body, BITCAST_INPUTS) == expected
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[y] = BitCast(i) {to=7}", "cannot reinterpret i32 \\(32 bits\\) as i64"),
+    ("[y] = BitCast(i) {to=8}", "string"),
+])
+def test_bitcast_inference_errors(body, message):
+    with pytest.raises(OpError, match=message):
+        output_types(body, BITCAST_INPUTS)
+
+
+def test_bitcast_keeps_the_bits():
+    x = np.array([1.0, -2.5, np.inf], np.float32)
+    y = run("BitCast", x, to=6)
+    assert y.dtype == np.int32 and y.tolist() == [0x3F800000, -0x3FE00000, 0x7F800000]
+    assert run("BitCast", np.array([-1, 5], np.int8), to=2).tolist() == [255, 5]
+    assert run("BitCast", np.array([0, 1], np.uint8), to=9).tolist() == [False, True]
+    with pytest.raises(OpError, match="not a boolean"):
+        run("BitCast", np.array([2], np.uint8), to=9)

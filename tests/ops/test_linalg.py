@@ -1,5 +1,5 @@
-"""Matrix products: MatMul/Gemm/Einsum/MatMulInteger inference with dynamic dims, and kernels against
-independent formulations (explicit sums, loops)."""
+"""Matrix products (MatMul/Gemm/Einsum/MatMulInteger) and Det: inference with dynamic dims, and kernels
+against independent formulations (explicit sums, loops)."""
 import itertools
 
 import numpy as np
@@ -9,6 +9,7 @@ import snipjit.ops.linalg  # noqa: F401  (registers the ops)
 from snipjit import parse_graph
 from snipjit.ops import OpError
 from snipjit.ops.common import evaluate
+from op_cases import output_types
 
 INPUTS = ("x: f32[B,S,384], w: f32[384,1536], q: f32[B,12,S,32], k: f32[B,12,32,S], v: f32[384], "
           "a: f32[3,4], b: f32[5,4], c: f32[5], h: f16[2,3], u: f32[*], i: i32[2,3], ua: u8[M,K], sb: i8[K,N]")
@@ -129,3 +130,31 @@ def test_matmul_integer_zero_points_against_loops():
     np.testing.assert_array_equal(y, s.T.astype(np.int64) @ (s.astype(np.int64) - zp))
     with pytest.raises(OpError, match="one value per column"):
         run("MatMulInteger", a, b, None, np.zeros(4, np.uint8))
+
+
+# ---- Det ---------------------------------------------------------------------------------------------------
+DET_INPUTS = "m: f32[B,3,3], i: i32[5], g: f32[N,5,7,2]"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("[y] = Det(m)", "f32[B]"),
+])
+def test_det_inference(body, expected):
+    assert output_types(body, DET_INPUTS) == expected
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[y] = Det(g)", "square matrices in its last two dims, got shape \\[N,5,7,2\\]"),
+    ("[y] = Det(i)", "input 0 has dtype i32"),
+])
+def test_det_inference_errors(body, message):
+    with pytest.raises(OpError, match=message):
+        output_types(body, DET_INPUTS)
+
+
+def test_det_of_a_batch_of_matrices():
+    x = np.array([[[1, 2], [3, 4]], [[2, 0], [0, 3]], [[1, 2], [2, 4]]], np.float32)
+    np.testing.assert_allclose(run("Det", x), [-2, 6, 0], atol=1e-6)
+    assert run("Det", x[0].astype(np.float64)).shape == ()
+    with pytest.raises(OpError, match="square matrices"):
+        run("Det", np.zeros((2, 3), np.float32))

@@ -1,5 +1,5 @@
-"""Convolutions and pools: inference (static and symbolic spatial dims, auto_pad, errors) and kernels
-against direct loop implementations of the definitions."""
+"""Convolutions, pools and their inverses (Col2Im, MaxUnpool): inference (static and symbolic spatial dims,
+auto_pad, errors) and kernels against direct loop implementations of the definitions."""
 import itertools
 
 import numpy as np
@@ -9,6 +9,7 @@ import snipjit.ops.nn  # noqa: F401  (registers the ops)
 from snipjit import parse_graph
 from snipjit.ops import OpError
 from snipjit.ops.common import evaluate
+from op_cases import output_types
 
 INPUTS = ("x: f32[N,3,224,224], w7: f32[64,3,7,7], f: f32[N,16,H,W], w3: f32[16,16,3,3], dw: f32[16,1,3,3], "
           "x1: f32[2,4,10], w1: f32[6,2,3], v: f32[1,2,4,6,6], wv: f32[3,2,2,3,3], t: f32[1,8,5,5], "
@@ -261,3 +262,80 @@ def test_global_pools():
     np.testing.assert_allclose(run("GlobalLpPool", x, p=1), np.abs(x).sum(axis=(2, 3), keepdims=True), rtol=1e-5)
     y = run("GlobalAveragePool", randn(1, 2, 3, dtype=np.float16))
     assert y.dtype == np.float16 and y.shape == (1, 2, 1)
+
+
+# ---- Col2Im, MaxUnpool -------------------------------------------------------------------------------------
+INVERSE_INPUTS = ("img: f32[N,C,H,W], sz: i64[4], cols: f32[N,12,L], idx: i64[N,C,2,2], pool: f32[N,C,2,2], "
+                  "wi: i64[B]")
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("const s: i64[2] = [5, 5]\nconst k: i64[2] = [2, 2]\n[y] = Col2Im(cols, s, k)", "f32[N,3,5,5]"),
+    ("const k: i64[2] = [2, 2]\n[y] = Col2Im(cols, sz, k)", "f32[N,3,?,?,?,?]"),
+    ("[y] = Col2Im(cols, wi, wi)", "f32[*]"),
+    ("[y] = MaxUnpool(pool, idx) {kernel_shape=[2, 2], strides=[2, 2]}", "f32[N,C,4,4]"),
+    ("[y] = MaxUnpool(img, idx) {kernel_shape=[3, 3], pads=[1, 1, 1, 1]}", "f32[N,C,H,W]"),
+    ("[y] = MaxUnpool(img, idx) {kernel_shape=[3, 3], strides=[2, 2]}", "f32[N,C,?,?]"),
+    ("const s: i64[4] = [1, 1, 5, 5]\n[y] = MaxUnpool(pool, idx, s) {kernel_shape=[2, 2], strides=[2, 2]}",
+     "f32[1,1,5,5]"),
+    ("[y] = MaxUnpool(pool, idx, sz) {kernel_shape=[2, 2]}", "f32[?,?,?,?]"),
+])
+def test_col2im_max_unpool_inference(body, expected):
+    assert output_types(body, INVERSE_INPUTS) == expected
+
+
+@pytest.mark.parametrize("body, message", [
+    ("const s: i64[2] = [5, 5]\nconst k: i64[2] = [5, 5]\n[y] = Col2Im(cols, s, k)", "not a multiple"),
+    ("[y] = MaxUnpool(pool, idx) {kernel_shape=[2]}", "2 spatial dims but kernel_shape has 1"),
+])
+def test_col2im_max_unpool_inference_errors(body, message):
+    with pytest.raises(OpError, match=message):
+        output_types(body, INVERSE_INPUTS)
+
+
+def naive_col2im(cols, image, block, strides, dilations, pads):
+    n, c = cols.shape[0], cols.shape[1] // int(np.prod(block))
+    out = [(i + pads[k] + pads[k + len(image)] - (block[k] - 1) * dilations[k] - 1) // strides[k] + 1
+           for k, i in enumerate(image)]
+    y = np.zeros((n, c, *image))
+    cols = cols.reshape(n, c, *block, *out)
+    for k in itertools.product(*map(range, block)):
+        for o in itertools.product(*map(range, out)):
+            pos = tuple(oi * s - p + ki * d for oi, s, p, ki, d in zip(o, strides, pads, k, dilations))
+            if all(0 <= q < dim for q, dim in zip(pos, image)):
+                y[(slice(None), slice(None)) + pos] += cols[(slice(None), slice(None)) + k + o]
+    return y
+
+
+@pytest.mark.parametrize("image, block, attrs", [
+    ([5, 5], [2, 2], {}),
+    ([5, 6], [2, 3], {"strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 1, 2]}),
+    ([3, 4, 4], [1, 2, 2], {"strides": [1, 2, 2]}),
+])
+def test_col2im_sums_blocks_into_the_image(image, block, attrs):
+    strides, dilations = attrs.get("strides", [1] * len(image)), attrs.get("dilations", [1] * len(image))
+    pads = attrs.get("pads", [0] * 2 * len(image))
+    out = [(i + pads[k] + pads[k + len(image)] - (block[k] - 1) * dilations[k] - 1) // strides[k] + 1
+           for k, i in enumerate(image)]
+    cols = randn(2, 2 * int(np.prod(block)), int(np.prod(out)))
+    y = run("Col2Im", cols, np.array(image, np.int64), np.array(block, np.int64), **attrs)
+    np.testing.assert_allclose(y, naive_col2im(cols, image, block, strides, dilations, pads), rtol=1e-5, atol=1e-6)
+
+
+def test_col2im_checks_the_number_of_blocks():
+    with pytest.raises(OpError, match="input has 3 blocks"):
+        run("Col2Im", randn(1, 4, 3), np.array([3, 3], np.int64), np.array([2, 2], np.int64))
+
+
+def test_max_unpool_puts_values_back_at_their_pooled_positions():
+    x = randn(1, 2, 4, 4)
+    pooled, indices = evaluate("MaxPool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, outputs=2)
+    y = run("MaxUnpool", pooled, indices, kernel_shape=[2, 2], strides=[2, 2])
+    expected = np.where(x == np.repeat(np.repeat(pooled, 2, axis=2), 2, axis=3), x, 0)
+    np.testing.assert_array_equal(y, expected)
+    bigger = run("MaxUnpool", pooled, indices, np.array([1, 2, 5, 6], np.int64), kernel_shape=[2, 2], strides=[2, 2])
+    assert bigger.shape == (1, 2, 5, 6)
+    np.testing.assert_array_equal(bigger[:, :, :4, :4], expected)
+    assert not bigger[:, :, 4:].any() and not bigger[:, :, :, 4:].any()
+    with pytest.raises(OpError, match="outside the unpooled tensor"):
+        run("MaxUnpool", pooled, indices + 100, kernel_shape=[2, 2], strides=[2, 2])

@@ -1,5 +1,5 @@
 """Reductions: Reduce* inference with constant, run-time and missing axes; kernels against independent
-NumPy formulas; ArgMax/ArgMin and CumSum."""
+NumPy formulas; ArgMax/ArgMin, CumSum and CumProd."""
 import numpy as np
 import pytest
 
@@ -7,6 +7,7 @@ import snipjit.ops.reduce  # noqa: F401  (registers the ops)
 from snipjit import parse_graph
 from snipjit.ops import OpError
 from snipjit.ops.common import evaluate
+from op_cases import output_types
 
 
 def run(op, *inputs, **attrs):
@@ -175,3 +176,47 @@ def test_cumsum_along_an_inner_axis():
     np.testing.assert_array_equal(run("CumSum", x, np.array([-1], np.int64)), [[0, 1, 3], [3, 7, 12]])
     np.testing.assert_array_equal(run("CumSum", x, np.array(0, np.int64), exclusive=1), [[0, 0, 0], [0, 1, 2]])
     assert run("CumSum", np.zeros((2, 0)), np.array(1, np.int64), exclusive=1).shape == (2, 0)
+
+
+# ---- CumProd -----------------------------------------------------------------------------------------------
+CUMPROD_INPUTS = "x: f32[B,S,4]"
+
+
+rng = np.random.default_rng(0)
+
+
+def randn(*shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("const a: i64[] = -1\n[y] = CumProd(x, a) {exclusive=1}", "f32[B,S,4]"),
+])
+def test_cumprod_inference(body, expected):
+    assert output_types(body, CUMPROD_INPUTS) == expected
+
+
+@pytest.mark.parametrize("body, message", [
+    ("const a: i64[2] = [0, 1]\n[y] = CumProd(x, a)", "axis must be a scalar"),
+])
+def test_cumprod_inference_errors(body, message):
+    with pytest.raises(OpError, match=message):
+        output_types(body, CUMPROD_INPUTS)
+
+
+@pytest.mark.parametrize("exclusive, reverse, expected", [
+    (0, 0, [1, 2, 6, 24]), (1, 0, [1, 1, 2, 6]), (0, 1, [24, 24, 12, 4]), (1, 1, [24, 12, 4, 1])])
+def test_cumprod_attributes(exclusive, reverse, expected):
+    x = np.array([1, 2, 3, 4], np.int32)
+    y = run("CumProd", x, np.array(0), exclusive=exclusive, reverse=reverse)
+    assert y.dtype == np.int32 and y.tolist() == expected
+
+
+def test_cumprod_along_an_axis_in_half_precision():
+    x = randn(3, 4, dtype=np.float16)
+    y = run("CumProd", x, np.array([-2], np.int64))
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(y, np.cumprod(x.astype(np.float32), axis=0), rtol=2e-3)
+    assert run("CumProd", np.zeros((2, 0), np.float32), np.array(1), exclusive=1).shape == (2, 0)
+    with pytest.raises(OpError, match="axis 2 is out of range"):
+        run("CumProd", x, np.array(2))

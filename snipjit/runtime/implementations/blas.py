@@ -20,7 +20,7 @@ import numpy as np
 from ...ir.dtypes import f32
 from ...ir.graph import Node
 from ...ops import get_op
-from ...ops.nn import _window, conv_output, im2col
+from ...ops.windows import conv_output, im2col, window_from_attrs
 from . import gemm_launch
 from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel
 from ..parallel.python_threads import get_pool
@@ -175,7 +175,7 @@ class BlasKernel(Kernel):
             self._product(w.reshape(w.shape[0], c), x.reshape(n, c, -1), y.reshape(n, w.shape[0], -1))
         else:
             ctx = self.reference.ctx
-            wm, cols, spatial = im2col(ctx, x, w, _window(ctx, tuple(w.shape[2:])), self.attrs["group"])
+            wm, cols, spatial = im2col(ctx, x, w, window_from_attrs(ctx, tuple(w.shape[2:])), self.attrs["group"])
             if wm.shape[0] == 1 and n == 1:   # the product lands in the output's layout directly
                 self._product(wm[0], cols[0], y.reshape(w.shape[0], -1))
             else:
