@@ -143,7 +143,7 @@ def compare(model: str, feeds: Feeds, engines: Sequence[str] = DEFAULT_ENGINES, 
             continue
         try:
             opened = engine.open(model, threads, feeds)
-            outputs[name] = [np.asarray(o) for o in opened.run(feeds)]
+            outputs[name] = [np.array(o) for o in opened.run(feeds)]  # copies: a request reuses its buffers
             start = time.perf_counter()
             opened.run(feeds)
             runs = min(max(1, math.ceil(round_s / max(time.perf_counter() - start, 1e-9))), 1000)
@@ -155,10 +155,10 @@ def compare(model: str, feeds: Feeds, engines: Sequence[str] = DEFAULT_ENGINES, 
             continue
         runners[name], timings[name].note = (opened.run, runs), opened.info
     reference = outputs.get(REFERENCE_ENGINE)
-    if REFERENCE_ENGINE not in engines and importlib.util.find_spec(REFERENCE_ENGINE) is not None:
+    reference_engine = MODEL_ENGINES[REFERENCE_ENGINE]
+    if REFERENCE_ENGINE not in engines and importlib.util.find_spec(reference_engine.package) is not None:
         try:
-            opened = MODEL_ENGINES[REFERENCE_ENGINE].open(model, threads, feeds)
-            reference = [np.asarray(o) for o in opened.run(feeds)]
+            reference = list(reference_engine.open(model, threads, feeds).run(feeds))
         except Exception:  # no reference: the errors column stays empty
             reference = None
     for name, produced in outputs.items():
@@ -195,4 +195,5 @@ def format_table(timings: Sequence[Timing], baseline: str = "snipjit") -> str:
         err = t.max_abs_err
         rows.append([t.engine, "-" if t.median_s is None else f"{t.median_s * 1e3:.4g}",
                      "-" if ratio is None else f"{ratio:.2f}", "-" if err is None else f"{err:.1e}", t.note])
-    return "\n".join(text_table(rows))
+    legend = f"(x {baseline}: latency / {baseline}'s latency; max|err|: against {REFERENCE_ENGINE}'s outputs)"
+    return "\n".join([legend, *text_table(rows)])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .benchmark import DEFAULT_ENGINES, MODEL_ENGINES
 from .compiler import CompiledModel, compile as compile_model
 from .ir.graph import Graph, Value
 
@@ -173,9 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="time a model against ONNX Runtime and OpenVINO, where installed, "
                            "with random inputs (the repository's bench/ suite does more)")
     bench.add_argument("model")
-    bench.add_argument("--engines", default="snipjit,onnxruntime,openvino",
-                       help="comma-separated, from snipjit, snipjit-req, onnxruntime, openvino, openvino-bf16 "
-                       "(default: %(default)s)")
+    bench.add_argument("--engines", default=",".join(DEFAULT_ENGINES),
+                       help=f"comma-separated, from {', '.join(MODEL_ENGINES)} (default: %(default)s)")
     bench.add_argument("--rounds", type=int, default=5, help="rounds of alternating engines (default: 5)")
     bench.add_argument("--threads", type=int, default=2, help="threads of ONNX Runtime and OpenVINO (default: 2); "
                        "snipjit's are SNIPJIT_NUM_THREADS, else all cores")

@@ -54,7 +54,8 @@ def test_compare_times_the_engines_that_run_and_says_why_the_others_do_not(engin
 
 def test_the_table_shows_latency_ratio_error_and_notes(engines):
     timings = compare("close", FEEDS, ["exact", "close", "broken"], rounds=1, threads=1, round_s=0.0, settle_s=0.0)
-    lines = format_table(timings, baseline="exact").splitlines()
+    legend, *lines = format_table(timings, baseline="exact").splitlines()
+    assert legend == "(x exact: latency / exact's latency; max|err|: against exact's outputs)"
     assert lines[0].split() == ["engine", "median", "ms", "x", "exact", "max|err|", "note"]
     exact, close, broken = (line.split() for line in lines[1:])
     assert exact[2:4] == ["1.00", "0.0e+00"] and close[3] == "1.0e-03"

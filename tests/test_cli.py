@@ -3,6 +3,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from snipjit.cli import main
 
@@ -92,3 +93,10 @@ def test_bench_of_an_unreadable_model_is_an_error(tmp_path, capsys):
     bad.write_bytes(b"not a model")
     assert main(["bench", str(bad)]) == 2
     assert "snipjit: error:" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="needs onnxruntime for the reference")
+def test_bench_checks_outputs_against_onnxruntime_even_when_it_is_not_timed(capsys):
+    assert main(["bench", BERT, "--engines", "snipjit", "--rounds", "1"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert list(rows) == ["snipjit"] and float(rows["snipjit"][2]) < 1e-4
