@@ -52,7 +52,12 @@ def open_snipjit(model: str, threads: int, feeds: Feeds, request: bool = False) 
         return Opened(compiled.run, info)
     buffers = {name: np.empty_like(out) for name, out in zip(compiled.output_names, compiled.run(feeds))}
     outputs, caller_request = list(buffers.values()), compiled.create_request()
-    return Opened(lambda feeds: (caller_request.run(feeds, outputs=buffers), outputs)[1], info)
+
+    def run_into_buffers(feeds: Feeds) -> list[np.ndarray]:
+        caller_request.run(feeds, outputs=buffers)
+        return outputs
+
+    return Opened(run_into_buffers, info)
 
 
 def open_onnxruntime(model: str, threads: int, feeds: Feeds) -> Opened:
