@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench import engines, report, workloads
 from bench.runner import run_suite
-from snipjit.benchmark import Settings
+from bench.timing import Settings
 
 
 def _names(text: str, valid) -> list[str]:

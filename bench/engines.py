@@ -1,6 +1,7 @@
-"""The suite's engines: the model engines of snipjit.benchmark, plus the hand-written NumPy, numexpr,
-PyTorch and C versions of a workload and the stream limit. The loaders run in the worker processes
-of snipjit.benchmark, which find the workload by the name in the engine's options."""
+"""The suite's engines: the model engines that `snipjit bench` also uses (snipjit, ONNX Runtime, OpenVINO,
+opened by `snipjit.benchmark.MODEL_ENGINES`), plus the hand-written NumPy, numexpr, PyTorch and C
+versions of a workload and the stream limit. The loaders run in the worker processes of `bench.worker`,
+which find the model engine or the workload by the name in the engine's options."""
 
 from __future__ import annotations
 
@@ -10,9 +11,20 @@ from typing import Callable
 import numpy as np
 
 from bench import models, native, stream, workloads
+from bench.worker import Engine, Job
 from bench.workloads import Workload
-from snipjit.benchmark import MODEL_ENGINES, Engine, EngineUnavailable, Feeds, Job, Loaded
+from snipjit import benchmark
+from snipjit.benchmark import EngineUnavailable, Feeds, Opened
 
+
+def load_model_engine(job: Job, feeds: Feeds) -> Opened:
+    return benchmark.MODEL_ENGINES[job.engine.options["engine"]].open(job.model, job.threads, feeds)
+
+
+MODEL_ENGINES = {
+    name: Engine(name, f"{__name__}:{load_model_engine.__name__}", (opener.package,), {"engine": name})
+    for name, opener in benchmark.MODEL_ENGINES.items()
+}
 ALL = (*MODEL_ENGINES, "numpy", "numexpr", "torch", "hand-c", "stream-limit")
 
 
@@ -20,26 +32,26 @@ def _workload(job: Job) -> Workload:
     return workloads.WORKLOADS[job.engine.options["workload"]]
 
 
-def load_numpy(job: Job, feeds: Feeds) -> Loaded:
+def load_numpy(job: Job, feeds: Feeds) -> Opened:
     function = _workload(job).numpy_fn
-    return Loaded(lambda feeds: function(**feeds))
+    return Opened(lambda feeds: function(**feeds))
 
 
-def load_numpy64(job: Job, feeds: Feeds) -> Loaded:
+def load_numpy64(job: Job, feeds: Feeds) -> Opened:
     """The NumPy version on float64 copies of the inputs: the reference, never timed."""
     function = _workload(job).numpy_fn
-    return Loaded(lambda feeds: function(**{k: v.astype(np.float64) for k, v in feeds.items()}))
+    return Opened(lambda feeds: function(**{k: v.astype(np.float64) for k, v in feeds.items()}))
 
 
-def load_numexpr(job: Job, feeds: Feeds) -> Loaded:
+def load_numexpr(job: Job, feeds: Feeds) -> Opened:
     import numexpr
 
     numexpr.set_num_threads(job.threads)
     expression = _workload(job).numexpr_expr
-    return Loaded(lambda feeds: [numexpr.evaluate(expression, local_dict=feeds)])
+    return Opened(lambda feeds: [numexpr.evaluate(expression, local_dict=feeds)])
 
 
-def load_torch(job: Job, feeds: Feeds) -> Loaded:
+def load_torch(job: Job, feeds: Feeds) -> Opened:
     import torch
 
     torch.set_num_threads(job.threads)
@@ -59,10 +71,10 @@ def load_torch(job: Job, feeds: Feeds) -> Loaded:
         with torch.inference_mode():
             return [out.numpy() for out in call({k: torch.from_numpy(v) for k, v in feeds.items()})]
 
-    return Loaded(run, f"torch {torch.__version__}")
+    return Opened(run, f"torch {torch.__version__}")
 
 
-def load_handwritten(job: Job, feeds: Feeds) -> Loaded:
+def load_handwritten(job: Job, feeds: Feeds) -> Opened:
     """The hand-written C kernel, bound to the feed arrays (bound again if other arrays come)."""
     make = _workload(job).handwritten_fn
     bound: dict = {}
@@ -79,10 +91,10 @@ def load_handwritten(job: Job, feeds: Feeds) -> Loaded:
         run(feeds)
     except (ValueError, native.CompilerMissing) as error:
         raise EngineUnavailable(str(error)) from error
-    return Loaded(run, "gcc -O3 -march=native, OpenMP")
+    return Opened(run, "gcc -O3 -march=native, OpenMP")
 
 
-def load_stream_limit(job: Job, feeds: Feeds) -> Loaded:
+def load_stream_limit(job: Job, feeds: Feeds) -> Opened:
     """Reads the inputs of the outputs' size (weights are negligible) and writes the outputs."""
     outputs = [np.empty(shape, np.float32) for shape in models.output_shapes(job.model)]
     inputs = [a for a in feeds.values() if a.size == outputs[0].size]
@@ -91,12 +103,12 @@ def load_stream_limit(job: Job, feeds: Feeds) -> Loaded:
     except (ValueError, native.CompilerMissing) as error:
         raise EngineUnavailable(str(error)) from error
     moved = sum(a.nbytes for a in [*inputs, *outputs])
-    return Loaded(lambda feeds: (call(), outputs)[1], f"reads+writes {moved / 2**20:.0f} MiB per run")
+    return Opened(lambda feeds: (call(), outputs)[1], f"reads+writes {moved / 2**20:.0f} MiB per run")
 
 
 @dataclass
 class _SuiteEngine:
-    load: Callable[[Job, Feeds], Loaded]
+    load: Callable[[Job, Feeds], Opened]
     requires: tuple[str, ...]
     applies: Callable[[Workload], bool]
 

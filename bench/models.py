@@ -60,16 +60,27 @@ def save(model: onnx.ModelProto):
     return lambda path: onnx.save(model, path)
 
 
+def _static_shapes(values, what: str) -> dict[str, list[int]]:
+    shapes = {}
+    for value in values:
+        dims = value.type.tensor_type.shape.dim
+        if not all(d.HasField("dim_value") for d in dims):
+            raise ValueError(f"{what} {value.name!r} has a dynamic shape")
+        shapes[value.name] = [d.dim_value for d in dims]
+    return shapes
+
+
 def output_shapes(path: Path | str) -> list[list[int]]:
     """Shapes of the graph outputs, which must be static."""
     graph = onnx.load(path, load_external_data=False).graph
-    shapes = []
-    for output in graph.output:
-        dims = output.type.tensor_type.shape.dim
-        if not all(d.HasField("dim_value") for d in dims):
-            raise ValueError(f"output {output.name!r} has a dynamic shape")
-        shapes.append([d.dim_value for d in dims])
-    return shapes
+    return list(_static_shapes(graph.output, "output").values())
+
+
+def input_shapes(path: Path | str) -> dict[str, list[int]]:
+    """Shapes of the inputs a caller feeds (not those an initializer gives), which must be static."""
+    graph = onnx.load(path, load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    return _static_shapes([v for v in graph.input if v.name not in initializers], "input")
 
 
 def zoo_model(name: str) -> Path:

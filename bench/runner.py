@@ -11,8 +11,11 @@ from typing import Callable
 import numpy as np
 
 from bench import engines, models
+from bench.machine import machine_info
+from bench.measurement import Measurement
+from bench.table import format_table
+from bench.timing import Settings, measure
 from bench.workloads import Workload
-from snipjit.benchmark import Measurement, Settings, format_table, machine_info, measure
 
 SEED = 0
 

@@ -1,7 +1,9 @@
-"""The snipjit command: demo, run, explain, and clear errors."""
+"""The snipjit command: demo, run, explain, bench, and clear errors."""
+import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from snipjit.cli import main
 
@@ -55,3 +57,46 @@ def test_unreadable_model_is_an_error_not_a_traceback(tmp_path, capsys):
     bad.write_bytes(b"not a model")
     assert main(["run", str(bad), "--random-inputs"]) == 2
     assert "snipjit: error:" in capsys.readouterr().err
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """The table's rows by engine: [median ms, x snipjit, max|err|, note...]."""
+    lines = table.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("engine "))
+    return {line.split()[0]: line.split()[1:] for line in lines[start + 1:]}
+
+
+def test_bench_times_snipjit_and_reports_every_peer(capsys):
+    assert main(["bench", BERT, "--rounds", "2", "--dim", "batch=2"]) == 0
+    out = capsys.readouterr().out
+    assert "dynamic dimensions set to 1: sequence" in out
+    assert "input_ids int64[2x1], attention_mask int64[2x1]" in out
+    rows = _rows(out)
+    assert set(rows) == {"snipjit", "onnxruntime", "openvino"}
+    assert float(rows["snipjit"][0]) > 0 and rows["snipjit"][1] == "1.00" and "plan:" in rows["snipjit"]
+    for peer in ("onnxruntime", "openvino"):
+        if importlib.util.find_spec(peer) is None:
+            assert rows[peer][:4] == ["-", "-", "-", "skipped:"]
+        else:
+            assert float(rows[peer][0]) > 0 and float(rows[peer][1]) > 0
+    if importlib.util.find_spec("onnxruntime") is not None:  # the errors are against its outputs
+        assert float(rows["snipjit"][2]) < 1e-4
+
+
+def test_bench_names_unknown_engines(capsys):
+    assert main(["bench", BERT, "--engines", "snipjit,tensorflow"]) == 2
+    assert "unknown engines ['tensorflow']" in capsys.readouterr().err
+
+
+def test_bench_of_an_unreadable_model_is_an_error(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    assert main(["bench", str(bad)]) == 2
+    assert "snipjit: error:" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="needs onnxruntime for the reference")
+def test_bench_checks_outputs_against_onnxruntime_even_when_it_is_not_timed(capsys):
+    assert main(["bench", BERT, "--engines", "snipjit", "--rounds", "1"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert list(rows) == ["snipjit"] and float(rows["snipjit"][2]) < 1e-4
