@@ -53,9 +53,9 @@ def hard_sigmoid(x: Vec, alpha: float = 0.2, beta: float = 0.5) -> Vec:
 
 @register("hard_swish")
 def hard_swish(x: Vec) -> Vec:
-    """x * clip(x/6 + 1/2, 0, 1) with the gate as (x + 3)/6: the sum is exact near -3, where
-    x/6 + 1/2 would cancel the rounding of 1/6."""
-    return gated(x, clamp((x + 3.0) / 6.0, 0.0, 1.0) * 2.0**TAIL)
+    """x * clip(x/6 + 1/2, 0, 1) with the gate as (x + 3) * (1/6): the sum is exact near -3, where
+    x/6 + 1/2 would cancel, and the rounding of 1/6 stays relative."""
+    return gated(x, clamp((x + 3.0) * (1.0 / 6.0), 0.0, 1.0) * 2.0**TAIL)
 
 
 @register("round_half_even")
