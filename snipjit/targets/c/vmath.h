@@ -151,18 +151,40 @@ VM_INLINE vf vm_bool(int b) { return vm_from_mask((vi){} - (b != 0)); }
 
 /* ---- arithmetic the vector extensions lack ------------------------------------------------------------ */
 
+/* a*b + c rounded once where the CPU has FMA (the FMA instruction itself when GCC's builtin for this
+   width is at hand: a lane loop over __builtin_fmaf becomes the same instruction, but hundreds of them
+   slow the compile down), else rounded twice, as LLVM's llvm.fmuladd does. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__FMA__)
+#if VM_LANES == 16 && defined(__AVX512F__)
+#define VM_FMA_F(a, b, c) __builtin_ia32_vfmaddps512_mask((a), (b), (c), (uint16_t)-1, 4)
+#elif VM_LANES == 8
+#define VM_FMA_F(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
+#elif VM_LANES == 4
+#define VM_FMA_F(a, b, c) __builtin_ia32_vfmaddps((a), (b), (c))
+#endif
+#if VM_PART_LANES == 8 && defined(__AVX512F__)
+#define VM_FMA_D(a, b, c) __builtin_ia32_vfmaddpd512_mask((a), (b), (c), (uint8_t)-1, 4)
+#elif VM_PART_LANES == 4
+#define VM_FMA_D(a, b, c) __builtin_ia32_vfmaddpd256((a), (b), (c))
+#endif
+#endif
+
 VM_INLINE vf vm_fma(vf a, vf b, vf c) {
-#ifdef __FP_FAST_FMAF
+#if defined(VM_FMA_F)
+    return VM_FMA_F(a, b, c);
+#elif defined(__FP_FAST_FMAF)
     vf r;
     for (int k = 0; k < VM_LANES; k++) r[k] = __builtin_fmaf(a[k], b[k], c[k]);
     return r;
 #else
-    return a * b + c;   /* no FMA unit: rounded twice (hi/lo splits below lose their low parts) */
+    return a * b + c;
 #endif
 }
 
 VM_INLINE vd vm_fmad(vd a, vd b, vd c) {
-#ifdef __FP_FAST_FMA
+#if defined(VM_FMA_D)
+    return VM_FMA_D(a, b, c);
+#elif defined(__FP_FAST_FMA)
     vd r;
     for (int k = 0; k < VM_PART_LANES; k++) r[k] = __builtin_fma(a[k], b[k], c[k]);
     return r;

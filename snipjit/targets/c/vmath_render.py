@@ -23,7 +23,6 @@ from ..vmath import Vec, VectorBuilder, lookup
 
 _TYPES = {"f32": "vf", "i32": "vi", "m32": "vi", "f64": "vd", "i64": "vl", "m64": "vl"}
 _WIDE = ("f64", "i64", "m64")
-_SPLAT = {"f32": "vm_splat", "i32": "vm_splati", "f64": "vm_splatd", "i64": "vm_splatl"}
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^",
           "shl": "<<", "ashr": ">>"}
 _UNARY = {("fabs", "f32"): "vm_abs", ("fabs", "f64"): "vm_absd", ("sqrt", "f32"): "vm_sqrt",
@@ -52,6 +51,7 @@ class CVectorBuilder(VectorBuilder):
         self.part_lanes = min(lanes, MAX_PART_LANES)
         self.parts = lanes // self.part_lanes
         self.lines: list[str] = []
+        self.constants: dict[tuple[str, str], str] = {}   # (C type, literal) -> name of a splat
         self.depth = 1
         self.indent = indent
         self._count = 0
@@ -74,8 +74,19 @@ class CVectorBuilder(VectorBuilder):
 
     # ---- the builder's operations ----------------------------------------------------------------
     def constant(self, kind: str, number: float | int):
-        literal = f"{_SPLAT[kind]}({c_literal(kind, number)})"
-        return (literal,) * self.parts if kind in _WIDE else literal
+        ctype = _TYPES[kind]
+        key = (ctype, c_literal(kind, number))
+        if key not in self.constants:
+            self.constants[key] = f"k{len(self.constants)}"
+        return (self.constants[key],) * self.parts if kind in _WIDE else self.constants[key]
+
+    def constant_lines(self) -> list[str]:
+        """The splatted constants, as vector literals (cheaper to compile than splat calls)."""
+        lines = []
+        for (ctype, literal), name in self.constants.items():
+            lanes = self.part_lanes if ctype in ("vd", "vl") else self.lanes
+            lines.append(f"{self.indent}const {ctype} {name} = {{{', '.join([literal] * lanes)}}};")
+        return lines
 
     def binary(self, op: str, kind: str, a, b):
         return self._each(kind, lambda x, y: f"{x} {_INFIX[op]} {y}", a, b)
@@ -175,6 +186,7 @@ def render_function(name: str, params: dict, lanes: int) -> str:
         f"/* {name}{f' ({described})' if described else ''}: rendered from snipjit's math library */",
         f"static inline __attribute__((always_inline)) vf {function_name(name, params)}({signature})",
         "{",
+        *builder.constant_lines(),
         *builder.lines,
         f"    return {result.value};",
         "}",
