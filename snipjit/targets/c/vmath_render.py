@@ -134,11 +134,16 @@ class CVectorBuilder(VectorBuilder):
         if target in _WIDE:   # f32 -> f64 by parts
             return tuple(self._temp(ctype, f"__builtin_convertvector((vm_part_f)"
                                            f"{self._part(a, p)}, {ctype})") for p in range(self.parts))
+        return self._narrow(a, target)
+
+    def _narrow(self, parts: tuple[str, ...], target: str) -> str:
+        """64-bit parts converted to 32-bit lanes (f32, or i32 from i64/f64) and joined."""
+        ctype = _TYPES[target]
         part_type = "vm_part_f" if target == "f32" else "vm_part_i"
-        parts = [self._temp(part_type, f"__builtin_convertvector({h}, {part_type})") for h in a]
+        narrowed = [self._temp(part_type, f"__builtin_convertvector({h}, {part_type})") for h in parts]
         if self.parts == 1:
-            return self._temp(ctype, f"({ctype}){parts[0]}")
-        return self._temp(ctype, f"({ctype})VM_JOIN((vm_part_f){parts[0]}, (vm_part_f){parts[1]})")
+            return self._temp(ctype, f"({ctype}){narrowed[0]}")
+        return self._temp(ctype, f"({ctype})VM_JOIN((vm_part_f){narrowed[0]}, (vm_part_f){narrowed[1]})")
 
     def _mask_for(self, kind: str, mask):
         """A mask of 32-bit lanes as one of 64-bit lanes (by parts) or back, to select ``kind``."""
@@ -147,7 +152,7 @@ class CVectorBuilder(VectorBuilder):
         if kind in _WIDE:
             return tuple(self._temp("vl", f"__builtin_convertvector((vm_part_i){self._part(f'(vf){mask}', p)}, vl)")
                          for p in range(self.parts))
-        return self.convert("fptosi", "i64", "i32", mask)
+        return self._narrow(mask, "m32")
 
     def _part(self, value: str, p: int) -> str:
         return value if self.parts == 1 else f"VM_PART({value}, {p})"

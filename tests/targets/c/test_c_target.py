@@ -85,7 +85,7 @@ def _inputs() -> dict[str, np.ndarray]:
         "p": _column(rng, 1e-30, 1e30, np.float32([0.0, 1e-40, np.inf, 1.0, np.nan, -1.0])),
         "g": _column(rng, 1.0, 1e6, np.float32([1.0, 1.0000001, np.inf, np.nan, 0.5])),
         "f": _column(rng, edges=EDGES[EDGES != -np.inf]),   # at -inf the gated activations give -0, the
-                                                            # reference's ONNX formula NaN (see test_vmath)
+                                                            # reference's ONNX formula NaN (test_vmath_accuracy)
         "m": rng.random(N) < 0.5, "n": rng.random(N) < 0.5,
         "l": np.array(-2.0, np.float32), "h": np.array(0.5, np.float32),   # Clip's bounds are scalars
     }
