@@ -28,10 +28,22 @@ table, ``elementwise.ELEMENTWISE`` maps graph ops onto these functions.
 """
 from __future__ import annotations
 
-from . import activations, exponential, gates, logarithm, trigonometric  # noqa: F401  (they fill OPS)
+from . import activations, exponential, gates, logarithm, trigonometric
 from .accuracy import ACCURACY, Bound
 from .elementwise import ELEMENTWISE, MathCall
-from .registry import OPS, MathOp, lookup
+from .registry import MathOp
 from .vector import Vec, VectorBuilder
+
+FAMILIES = (exponential, gates, logarithm, trigonometric, activations)
+OPS: dict[str, MathOp] = {value.name: value for family in FAMILIES for value in vars(family).values()
+                          if isinstance(value, MathOp)}
+
+
+def lookup(name: str) -> MathOp:
+    """The math function ``name``; KeyError names the known ones."""
+    if name not in OPS:
+        raise KeyError(f"no vector math op {name!r}; known: {sorted(OPS)}")
+    return OPS[name]
+
 
 __all__ = ["ACCURACY", "Bound", "ELEMENTWISE", "MathCall", "OPS", "MathOp", "lookup", "Vec", "VectorBuilder"]

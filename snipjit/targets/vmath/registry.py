@@ -1,4 +1,4 @@
-"""The registry of math functions: name -> definition over the vector builder, arity, parameters.
+"""A math function: its name, its definition over the vector builder, its arity and parameters.
 
 A function is ``impl(*vecs, **params) -> Vec``: operands are f32 ``Vec`` values, parameters are
 compile-time Python values (an ONNX attribute such as LeakyRelu's alpha, PowerStatic's exponent),
@@ -33,21 +33,10 @@ class MathOp:
         return self.impl(*args, **params)
 
 
-OPS: dict[str, MathOp] = {}
-
-
 def register(name: str, arity: int = 1):
-    """Decorator: enter ``impl`` in ``OPS`` under ``name`` (its parameters follow the operands)."""
-    def add(impl: Callable[..., Vec]) -> MathOp:
-        params = tuple(inspect.signature(impl).parameters)[arity:]
-        op = MathOp(name, impl, arity, params)
-        OPS[name] = op
-        return op
+    """Decorator: ``impl`` as the math function ``name`` (its parameters follow the operands); the
+    package's ``OPS`` collects the functions of every family module."""
+    def make(impl: Callable[..., Vec]) -> MathOp:
+        return MathOp(name, impl, arity, tuple(inspect.signature(impl).parameters)[arity:])
 
-    return add
-
-
-def lookup(name: str) -> MathOp:
-    if name not in OPS:
-        raise KeyError(f"no vector math op {name!r}; known: {sorted(OPS)}")
-    return OPS[name]
+    return make
