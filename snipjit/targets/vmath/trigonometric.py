@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from .vector import Vec, branch_if_any, copysign, fabs, fma, keep_zero, poly, roundeven, sqrt_, two_sum, where
-from .constants import ASIN_P, ATAN_P, CODY_WAITE_LIMIT, COS_P, PIO2, PIO2_HI_F, PIO2_LO_F, PIO2_PARTS, PIO4_HI_F, PIO4_LO_F, PI_HI_F, PI_LO_F, SIN_P, TWO_OVER_PI_CHUNKS
+from .constants import (ASIN_P, ATAN_P, CODY_WAITE_LIMIT, COS_P, PI_HI_F, PI_LO_F, PIO2, PIO2_HI_F, PIO2_LO_F,
+                        PIO2_PARTS, PIO4_HI_F, PIO4_LO_F, SIN_P, TWO_OVER_PI_CHUNKS)
 from .registry import register
 
 

@@ -3,7 +3,8 @@
 Every compute op is tested on both targets, against the reference and against each other, in
 tests/targets/test_compute_ops.py. Here: Equal on booleans, then the kernel's structure on both targets:
 tails, broadcasts on every axis (including the innermost), dynamic dims, the parallel domain split into
-sub-ranges, two-deep loop nests, bool masks, register spilling; reductions and normalisations through `snipjit.compile`; the disk cache; and the error when no C compiler exists.
+sub-ranges, two-deep loop nests, bool masks, register spilling; reductions and normalisations through
+`snipjit.compile`; the disk cache; and the error when no C compiler exists.
 
 Every kernel run by `run` has guard elements after each output buffer, which must stay untouched.
 """

@@ -86,8 +86,9 @@ def c_source(functions: tuple[tuple[str, tuple], ...], width: int) -> str:
         name = function_name(op, params)
         lines.append(render_function(op, params, width))
         args = ", ".join(f"x{k}" for k in range(arity))
+        pointers = "".join(f"const float *in{k}, " for k in range(arity))
         lines += [
-            f"void {symbol(op, params)}({''.join(f'const float *in{k}, ' for k in range(arity))}float *out, int64_t n) {{",
+            f"void {symbol(op, params)}({pointers}float *out, int64_t n) {{",
             "    for (int64_t i = 0; i < n; i += VM_LANES) {",
             "        int64_t m = n - i < VM_LANES ? n - i : VM_LANES;",
             *(f"        vf x{k} = vm_load_n((const char *)(in{k} + i), m);" for k in range(arity)),
