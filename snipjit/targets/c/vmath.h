@@ -86,9 +86,6 @@ typedef long long vm_llongs8 __attribute__((vector_size(64)));
 /* ---- lanes, selection, bits ------------------------------------------------------------------------ */
 
 VM_INLINE vf vm_splat(float c) { vf r; for (int k = 0; k < VM_LANES; k++) r[k] = c; return r; }
-VM_INLINE vi vm_splati(int32_t c) { vi r; for (int k = 0; k < VM_LANES; k++) r[k] = c; return r; }
-VM_INLINE vd vm_splatd(double c) { vd r; for (int k = 0; k < VM_PART_LANES; k++) r[k] = c; return r; }
-VM_INLINE vl vm_splatl(int64_t c) { vl r; for (int k = 0; k < VM_PART_LANES; k++) r[k] = c; return r; }
 VM_INLINE vf vm_lane0(vf x) { return vm_splat(x[0]); }
 
 /* The mask of the first n lanes (0 <= n <= VM_LANES). */
@@ -100,7 +97,6 @@ VM_INLINE vi vm_first(int64_t n) {
 
 /* m ? a : b per lane, for every vector kind. */
 VM_INLINE vf vm_sel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
-VM_INLINE vi vm_seli(vi m, vi a, vi b) { return (a & m) | (b & ~m); }
 VM_INLINE vd vm_seld(vl m, vd a, vd b) { return (vd)(((vl)a & m) | ((vl)b & ~m)); }
 
 /* Whether any lane of a mask is set (for branches around rare slow paths). */
