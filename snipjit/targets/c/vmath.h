@@ -12,9 +12,10 @@
 
    Values: `vf` holds floats; `vi` holds the 32-bit lane masks of comparisons (all ones = true).
    Booleans in kernel registers are such masks reinterpreted as `vf`. Where f32 arithmetic is not
-   precise enough, `vd`/`vl` hold doubles/int64 for a part of the lanes: 16 doubles would be wider than
-   any register, and GCC turns such vectors into scalar code, so a 16-lane vector is handled in two
-   parts of 8 (`VM_PART` takes a part of a float vector, `VM_JOIN` joins two parts).
+   precise enough, `vd`/`vl` hold doubles/int64 for a part of the lanes: a vector of doubles wider than
+   the registers turns into scalar code for compares and selects, so a 16-lane vector is handled in two
+   parts of 8 and an 8-lane one in two parts of 4 (`VM_PART` takes a part of a float vector, `VM_JOIN`
+   joins two parts).
 
    Kernels are compiled with -ffp-contract=off: an a*b+c is fused only where vm_fma says so, exactly
    as the LLVM target fuses only its llvm.fmuladd calls.
@@ -31,6 +32,8 @@
 
 #if VM_LANES > 8
 #define VM_PART_LANES 8
+#elif VM_LANES > 4
+#define VM_PART_LANES 4
 #else
 #define VM_PART_LANES VM_LANES
 #endif
@@ -131,10 +134,13 @@ typedef int32_t vm_part_i __attribute__((vector_size(VM_PART_LANES * 4)));
 #if VM_PARTS == 1
 #define VM_PART(x, p) (x)
 #define VM_JOIN(a, b) (a)
-#elif defined(__clang__) || __GNUC__ >= 12
+#elif (defined(__clang__) || __GNUC__ >= 12) && VM_LANES == 16
 #define VM_PART(x, p) ((p) ? __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15) \
                            : __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7))
 #define VM_JOIN(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#elif (defined(__clang__) || __GNUC__ >= 12) && VM_LANES == 8
+#define VM_PART(x, p) ((p) ? __builtin_shufflevector(x, x, 4, 5, 6, 7) : __builtin_shufflevector(x, x, 0, 1, 2, 3))
+#define VM_JOIN(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7)
 #else
 #define VM_PART(x, p) ({ vm_part_f _h; memcpy(&_h, (const char *)&(x) + (p) * sizeof _h, sizeof _h); _h; })
 #define VM_JOIN(a, b) ({ vf _v; memcpy(&_v, &(a), sizeof(a)); memcpy((char *)&_v + sizeof(a), &(b), sizeof(b)); _v; })

@@ -7,8 +7,8 @@ the primitives of vmath.h (vm_fma, vm_sqrt, vm_roundeven, vm_any, ...), so the C
 same IEEE operations in the same order as the LLVM renderer emits; -ffp-contract=off keeps it
 from fusing anything the definition does not fuse.
 
-f64 and i64 values (the library's double-precision steps) are held in parts of at most 8 lanes,
-as vmath.h's ``vd``/``vl``: wider GCC vectors of doubles turn into scalar code. A handle of a
+f64 and i64 values (the library's double-precision steps) are held in parts of ``part_lanes(lanes)``
+lanes, as vmath.h's ``vd``/``vl``: GCC vectors of doubles wider than a register turn into scalar code. A handle of a
 64-bit kind is therefore a tuple of part expressions, one of a 32-bit kind a single expression.
 """
 from __future__ import annotations
@@ -27,7 +27,12 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|",
           "shl": "<<", "ashr": ">>"}
 _UNARY = {("fabs", "f32"): "vm_abs", ("fabs", "f64"): "vm_absd", ("sqrt", "f32"): "vm_sqrt",
           ("roundeven", "f32"): "vm_roundeven", ("roundeven", "f64"): "vm_roundevend"}
-MAX_PART_LANES = 8
+
+
+def part_lanes(lanes: int) -> int:
+    """Lanes per part of f64/i64 values, as vmath.h's VM_PART_LANES: at most one 512-bit register
+    (16 lanes come only with AVX-512) and at most one 256-bit register for 8 lanes (AVX2)."""
+    return 8 if lanes > 8 else min(lanes, 4)
 
 
 def c_literal(kind: str, number: float | int) -> str:
@@ -48,7 +53,7 @@ class CVectorBuilder(VectorBuilder):
 
     def __init__(self, lanes: int, indent: str = "    "):
         self.lanes = lanes
-        self.part_lanes = min(lanes, MAX_PART_LANES)
+        self.part_lanes = part_lanes(lanes)
         self.parts = lanes // self.part_lanes
         self.lines: list[str] = []
         self.constants: dict[tuple[str, str], str] = {}   # (C type, literal) -> name of a splat
@@ -150,7 +155,8 @@ class CVectorBuilder(VectorBuilder):
         if (kind in _WIDE) == isinstance(mask, tuple):
             return mask
         if kind in _WIDE:
-            return tuple(self._temp("vl", f"__builtin_convertvector((vm_part_i){self._part(f'(vf){mask}', p)}, vl)")
+            floats = self._temp("vf", f"(vf){mask}")
+            return tuple(self._temp("vl", f"__builtin_convertvector((vm_part_i){self._part(floats, p)}, vl)")
                          for p in range(self.parts))
         return self._narrow(mask, "m32")
 
