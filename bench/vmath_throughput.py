@@ -1,6 +1,6 @@
 """Single-thread throughput of snipjit's vector math, in G elements/s.
 
-    python bench/vmath_throughput.py [--ops exp,erf,...] [--runs 9] [--vmath other/vmath.py]
+    python bench/vmath_throughput.py [--ops exp,erf,...] [--runs 9] [--baseline other/vmath.py]
 
 Each op runs in a JIT kernel ``void f(float* x, [float* y,] float* out, i64 n)`` shaped like the
 loops snipjit's fused kernels compile to: full vectors of the host's width (16 lanes with
@@ -16,8 +16,10 @@ Inputs are standard normal, as in the benchmark suite's elementwise workloads (l
 rsqrt, acosh and pow's base take absolute values plus one; asin, acos and atanh take values
 scaled into (-1, 1)). Every number is the median over ``--runs`` runs of the thread's CPU time
 (``time.thread_time``), which other processes on a busy machine do not inflate the way they do
-wall-clock time; ``copy`` (the kernel with no math) is the memory reference. ``--vmath`` times
-another copy of vmath.py (say, an older version) in place of snipjit's.
+wall-clock time; ``copy`` (the kernel with no math) is the memory reference. ``--baseline`` also
+times another vmath module with the same ``OPS``/``emit`` interface (say, an older standalone
+vmath.py), its runs alternated with snipjit's so that load from other processes hits both alike,
+and prints both rates and snipjit's speed relative to the baseline.
 """
 from __future__ import annotations
 
@@ -137,23 +139,25 @@ def inputs(op: str, arity: int, n: int, wide: bool, rng: np.random.Generator) ->
     return [x.astype(np.float32)]
 
 
-def seconds_per_element(kernel: Callable, arrays: list[np.ndarray], passes: int, runs: int) -> float:
+def seconds_per_element(kernels: list[Callable], arrays: list[np.ndarray], passes: int,
+                        runs: int) -> list[float]:
+    """For each kernel, the median over ``runs`` of its time per element; runs alternate kernels."""
     out = np.empty_like(arrays[0])  # touched by the warm-up run, so no page faults are timed
     args = [a.ctypes.data for a in arrays] + [out.ctypes.data, out.size]
-    kernel(*args)
-    times = []
+    times: list[list[float]] = [[] for _ in kernels]
+    for kernel in kernels:
+        kernel(*args)
     for _ in range(runs):
-        start = time.thread_time()
-        for _ in range(passes):
-            kernel(*args)
-        times.append((time.thread_time() - start) / passes)
-    return statistics.median(times) / out.size
+        for kernel, samples in zip(kernels, times):
+            start = time.thread_time()
+            for _ in range(passes):
+                kernel(*args)
+            samples.append((time.thread_time() - start) / passes)
+    return [statistics.median(samples) / out.size for samples in times]
 
 
-def load_vmath(path: str | None) -> ModuleType:
-    if path is None:
-        return vmath
-    spec = importlib.util.spec_from_file_location("vmath_under_test", path)
+def load_vmath(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("vmath_baseline", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)
@@ -164,28 +168,39 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", help="comma-separated op names (default: all)")
     parser.add_argument("--runs", type=int, default=9)
-    parser.add_argument("--vmath", help="time this vmath.py instead of snipjit's")
+    parser.add_argument("--baseline", help="also time this vmath module, alternated with snipjit's")
     args = parser.parse_args(argv)
-    math_module = load_vmath(args.vmath)
-    ops = args.ops.split(",") if args.ops else list(math_module.OPS)
+    modules = [vmath] + ([load_vmath(args.baseline)] if args.baseline else [])
+    ops = args.ops.split(",") if args.ops else [op for op in vmath.OPS if all(op in m.OPS for m in modules)]
     width = jit.host().vector_lanes(32)
 
-    def body(op: str) -> Callable[..., ir.Value]:
-        return lambda b, *xs: math_module.emit(b, op, *xs, **PARAMS.get(op, {}))
+    def body(module: ModuleType, op: str) -> Callable[..., ir.Value]:
+        return lambda b, *xs: module.emit(b, op, *xs, **PARAMS.get(op, {}))
 
-    bodies = {"copy": (lambda b, x: x, 1)}
-    bodies.update({op: (body(op), math_module.OPS[op].arity) for op in ops})
-    kernels = compile_kernels(bodies, width)
+    kernels = []
+    for module in modules:
+        bodies = {"copy": (lambda b, x: x, 1)}
+        bodies.update({op: (body(module, op), module.OPS[op].arity) for op in ops})
+        kernels.append(compile_kernels(bodies, width))
 
     rng = np.random.default_rng(0)
     print(f"{width} lanes, {jit.host().cpu}; G elements/s, median of {args.runs} runs")
-    print(f"{'op':16}{'cache':>8}{'4M':>8}{'4M wide':>9}")
-    for name, (_, arity) in bodies.items():
+    header = f"{'op':16}{'cache':>8}{'4M':>8}{'4M wide':>9}"
+    if args.baseline:
+        header += f"   baseline:{'cache':>8}{'4M':>8}{'4M wide':>9}   speed vs baseline"
+    print(header)
+    for name in kernels[0]:
+        arity = 1 if name == "copy" else vmath.OPS[name].arity
         rates = []
         for n, passes, wide in ((SMALL, SMALL_PASSES, False), (LARGE, 1, False), (LARGE, 1, True)):
             arrays = inputs(name, arity, n, wide, rng)
-            rates.append(1e-9 / seconds_per_element(kernels[name], arrays, passes, args.runs))
-        print(f"{name:16}" + "".join(f"{r:{w}.2f}" for r, w in zip(rates, (8, 8, 9))), flush=True)
+            seconds = seconds_per_element([k[name] for k in kernels], arrays, passes, args.runs)
+            rates.append([1e-9 / s for s in seconds])
+        line = f"{name:16}" + "".join(f"{r[0]:{w}.2f}" for r, w in zip(rates, (8, 8, 9)))
+        if args.baseline:
+            line += " " * 12 + "".join(f"{r[1]:{w}.2f}" for r, w in zip(rates, (8, 8, 9)))
+            line += "   " + " ".join(f"{r[0] / r[1]:5.2f}" for r in rates)
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
-"""How close a kernel's results must be, shared by the LLVM and C target tests: within 4 ulp or 1e-6
-relative error of the reference at every point (NaN where NaN, infinities exact)."""
+"""How close a kernel's results must be, shared by the target tests: within 4 ulp or 1e-6 relative
+error of the reference at every point (NaN where NaN, infinities exact), the math library's bound."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-ULP_BOUND, REL_BOUND = 4.0, 1e-6
+from snipjit.targets.vmath.accuracy import REL_BOUND, ULP_BOUND
 
 
 @dataclass

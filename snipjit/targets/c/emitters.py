@@ -2,7 +2,8 @@
 
 Data values live in `vf` variables. Booleans (comparison results) are kept in the same variables as
 all-ones/all-zeros 32-bit lane patterns, like the LLVM target; `vm_to_mask`/`vm_from_mask` convert.
-Math calls the `vm_*` functions of vmath.h (polynomials, never libm).
+Elementwise math comes from the math library's table (`vmath.ELEMENTWISE`): the kernel calls a C
+function rendered from the library's definition (`vmath_render`), carried in the kernel's source.
 
 Compute ops are C expressions over their input variables (`COMPUTE`); attributes the node leaves out
 take the op's registered defaults.
@@ -16,9 +17,10 @@ import numpy as np
 
 from ...ops.registry import REQUIRED, get_op, has_op
 from ...snippets.target_machine import Emitter
+from ..vmath import ELEMENTWISE, MathCall
 from .kernel_emitter import KernelContext, LoopFrame
 
-Compute = Callable[[list[str], dict], str]
+Compute = Callable[[KernelContext, list[str], dict], str]
 
 
 def c_float(value: float) -> str:
@@ -44,17 +46,22 @@ def attributes(expr) -> dict:
 # ---- compute ops as C expressions ---------------------------------------------------------------------
 def infix(op: str) -> Compute:
     """A binary operator, chained left to right over any number of inputs (Sum of three is (a+b)+c)."""
-    return lambda ins, attrs: f" {op} ".join(ins)
+    return lambda ctx, ins, attrs: f" {op} ".join(ins)
 
 
-def call(fn: str, *params: str) -> Compute:
-    """A vmath function of the inputs, then of the named float attributes."""
-    return lambda ins, attrs: f"{fn}({', '.join([*ins, *(c_float(attrs[p]) for p in params)])})"
+def call(fn: str) -> Compute:
+    """A vmath.h function of the inputs."""
+    return lambda ctx, ins, attrs: f"{fn}({', '.join(ins)})"
+
+
+def library(entry: MathCall) -> Compute:
+    """The math library's function for an op, rendered into the kernel's source once per parameter set."""
+    return lambda ctx, ins, attrs: ctx.math_call(entry.op, entry.arguments(attrs), ins)
 
 
 def chain(fn: str) -> Compute:
     """A variadic op as nested calls of a binary function: fn(fn(a, b), c)."""
-    def emit(ins: list[str], attrs: dict) -> str:
+    def emit(ctx: KernelContext, ins: list[str], attrs: dict) -> str:
         acc = ins[0]
         for v in ins[1:]:
             acc = f"{fn}({acc}, {v})"
@@ -63,14 +70,14 @@ def chain(fn: str) -> Compute:
 
 
 def compare(op: str) -> Compute:
-    return lambda ins, attrs: f"vm_from_mask({ins[0]} {op} {ins[1]})"
+    return lambda ctx, ins, attrs: f"vm_from_mask({ins[0]} {op} {ins[1]})"
 
 
 def logic(op: str) -> Compute:
-    return lambda ins, attrs: f"(vf)((vi){ins[0]} {op} (vi){ins[1]})"
+    return lambda ctx, ins, attrs: f"(vf)((vi){ins[0]} {op} (vi){ins[1]})"
 
 
-def _clip(ins: list[str], attrs: dict) -> str:
+def _clip(ctx: KernelContext, ins: list[str], attrs: dict) -> str:
     x = ins[0]
     if len(ins) > 1:
         x = f"vm_maximum({x}, {ins[1]})"
@@ -79,38 +86,23 @@ def _clip(ins: list[str], attrs: dict) -> str:
     return x
 
 
-def _is_inf(ins: list[str], attrs: dict) -> str:
+def _is_inf(ctx: KernelContext, ins: list[str], attrs: dict) -> str:
     tests = [f"({ins[0]} == {sign}__builtin_inff())"
              for sign, on in (("", attrs["detect_positive"]), ("-", attrs["detect_negative"])) if on]
     return f"vm_from_mask({' | '.join(tests)})" if tests else "vm_bool(0)"
 
 
-def _gelu(ins: list[str], attrs: dict) -> str:
-    return f"vm_gelu_{'tanh' if attrs['approximate'] == 'tanh' else 'erf'}({ins[0]})"
-
-
 COMPUTE: dict[str, Compute] = {
     "Add": infix("+"), "Sub": infix("-"), "Mul": infix("*"), "Div": infix("/"),
-    "Pow": call("vm_pow"), "PowerStatic": call("vm_pow_static", "power"),
     "Max": chain("vm_maximum"), "Min": chain("vm_minimum"), "Sum": infix("+"),
-    **{op: call(f"vm_{fn}") for op, fn in {
-        "Neg": "neg", "Abs": "abs", "Relu": "relu", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Sign": "sign",
-        "Round": "round", "Floor": "floor", "Ceil": "ceil", "Exp": "exp", "Log": "log", "Erf": "erf",
-        "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
-        "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
-        "Sigmoid": "sigmoid", "Tanh": "tanh", "Softplus": "softplus", "Mish": "mish", "HardSwish": "hard_swish",
-        "Softsign": "softsign", "PRelu": "prelu"}.items()},
-    "LeakyRelu": call("vm_leaky_relu", "alpha"), "Elu": call("vm_elu", "alpha"),
-    "Selu": call("vm_selu", "alpha", "gamma"), "Celu": call("vm_celu", "alpha"),
-    "HardSigmoid": call("vm_hard_sigmoid", "alpha", "beta"),
-    "ThresholdedRelu": call("vm_thresholded_relu", "alpha"),
-    "Clip": _clip, "Gelu": _gelu,
+    "Floor": call("vm_floor"), "Ceil": call("vm_ceil"), "Clip": _clip,
+    **{op: library(entry) for op, entry in ELEMENTWISE.items()},
     "Equal": compare("=="), "Less": compare("<"), "LessOrEqual": compare("<="), "Greater": compare(">"),
     "GreaterOrEqual": compare(">="),
     "And": logic("&"), "Or": logic("|"), "Xor": logic("^"),
-    "Not": lambda ins, attrs: f"vm_from_mask((vi){ins[0]} == 0)",
-    "Where": lambda ins, attrs: f"vm_sel(vm_to_mask({ins[0]}), {ins[1]}, {ins[2]})",
-    "IsNaN": lambda ins, attrs: f"vm_from_mask(vm_isnan({ins[0]}))",
+    "Not": lambda ctx, ins, attrs: f"vm_from_mask((vi){ins[0]} == 0)",
+    "Where": lambda ctx, ins, attrs: f"vm_sel(vm_to_mask({ins[0]}), {ins[1]}, {ins[2]})",
+    "IsNaN": lambda ctx, ins, attrs: f"vm_from_mask(vm_isnan({ins[0]}))",
     "IsInf": _is_inf,
 }
 
@@ -129,7 +121,7 @@ class ComputeEmitter(Emitter):
         if self.op == "Equal" and all(expr.input_source(i).dtype == "bool" for i in range(2)):
             value = _EQUAL_MASKS.format(*ins)
         else:
-            value = self.fn(ins, attributes(expr))
+            value = self.fn(ctx, ins, attributes(expr))
         ctx.line(f"{ctx.vec(expr.out_regs[0])} = {value};")
 
 

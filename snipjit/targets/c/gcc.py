@@ -6,7 +6,8 @@ a -ffast-math object makes the process flush denormals to zero):
     -O3 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -Wno-psabi -std=gnu11 -pipe
 
 -fno-math-errno lets lane loops over sqrtf/fmaf become vector instructions; -ffp-contract=off keeps
-a*b+c unfused except where vmath.h asks for an FMA (several algorithms need exact products);
+a*b+c unfused except where the math library asks for an FMA (vm_fma), exactly where the LLVM target
+emits llvm.fmuladd, so both targets compute the same bits (several algorithms need exact products);
 -Wno-psabi silences GCC's note about passing 64-byte vectors. The source goes in on stdin.
 
 A compiled kernel is the bytes of its .so, so the kernel cache can store it like LLVM object code.

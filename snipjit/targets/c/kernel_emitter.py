@@ -22,6 +22,7 @@ from ...snippets.lowered.linear_ir import LinearIR
 from ...snippets.lowered.memory import kernel_buffers, stride
 from ...snippets.lowered.port import Reg
 from ...snippets.symbolic import Sym
+from .vmath_render import function_name, render_function
 
 INDENT = "    "
 
@@ -43,6 +44,7 @@ class KernelContext:
     buffer_dtypes: dict[tuple, str] = field(default_factory=dict)
     loops: list[LoopFrame] = field(default_factory=list)
     variables: dict[str, str] = field(default_factory=dict)   # name -> C type, declared at the top
+    math_functions: dict[str, str] = field(default_factory=dict)   # C name -> definition, before the kernel
 
     # ---- text --------------------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -75,6 +77,13 @@ class KernelContext:
 
     def spill_slot(self, slot: int) -> str:
         return self.variable(f"spill{slot}", "vf")
+
+    def math_call(self, op: str, params: dict, args: list[str]) -> str:
+        """A call of math library function `op` (rendered into this kernel's source on first use)."""
+        name = function_name(op, params)
+        if name not in self.math_functions:
+            self.math_functions[name] = render_function(op, params, self.lanes)
+        return f"{name}({', '.join(args)})"
 
     # ---- runtime integers ----------------------------------------------------------------------------
     @staticmethod
@@ -201,6 +210,7 @@ class CKernelEmitter:
             f"#define VM_LANES {self.lanes}",
             '#include "vmath.h"',
             "",
+            *ctx.math_functions.values(),
             f"void {self.name}(void **ptrs, const int64_t *dims, int64_t begin, int64_t end, void *scratch)",
             "{",
         ]

@@ -2,7 +2,8 @@
 
 Data values live in `<lanes x float>` registers. Booleans (comparison results) are kept in the same
 registers as all-ones/all-zeros 32-bit lane patterns, so every value fits one register class; `mask()`
-and `unmask()` convert. Math goes through `vmath` (polynomials, never libm calls).
+and `unmask()` convert. Elementwise math comes from the math library's table (`vmath.ELEMENTWISE`),
+rendered by `vmath.emit` (polynomials, never libm calls).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Callable
 from llvmlite import ir
 
 from ...snippets.target_machine import Emitter
+from ..vmath import ELEMENTWISE, MathCall
 from . import vmath
 from .kernel_emitter import F32, I1, I8, I32, I64, PTR, KernelContext, splat
 
@@ -38,11 +40,10 @@ def intrinsic(ctx: KernelContext, name: str, *args: ir.Value) -> ir.Value:
     return ctx.builder.call(fn, list(args))
 
 
-def vm(name: str, **fixed) -> Callable:
-    """A compute function from a vmath op; `fixed` maps vmath params to node attribute names."""
+def vm(call: MathCall) -> Callable:
+    """A compute function from the math library's entry for an op."""
     def fn(ctx: KernelContext, ins: Values, attrs: dict) -> ir.Value:
-        params = {k: float(attrs[a]) for k, a in fixed.items()}
-        return vmath.emit(ctx.builder, name, *ins, **params)
+        return vmath.emit(ctx.builder, call.op, *ins, **call.arguments(attrs))
     return fn
 
 
@@ -81,18 +82,6 @@ def _is_inf(ctx, ins, attrs):
     return unmask(ctx, b.or_(pos if attrs["detect_positive"] else off, neg if attrs["detect_negative"] else off))
 
 
-def _celu(ctx, ins, attrs):
-    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), as ONNX defines it (so -0 gives +0)."""
-    b, x, alpha, zero = ctx.builder, ins[0], const(ctx, attrs["alpha"]), const(ctx, 0.0)
-    neg = b.fmul(alpha, vmath.emit(b, "expm1", b.fdiv(x, alpha)))
-    return b.fadd(intrinsic(ctx, "llvm.maximum", zero, x), intrinsic(ctx, "llvm.minimum", zero, neg))
-
-
-def _prelu(ctx, ins, attrs):
-    b, x, slope = ctx.builder, ins[0], ins[1]
-    return b.select(b.fcmp_ordered("<", x, const(ctx, 0.0)), b.fmul(x, slope), x)
-
-
 def _clip(ctx, ins, attrs):
     x = ins[0]
     if len(ins) > 1:
@@ -102,44 +91,18 @@ def _clip(ctx, ins, attrs):
     return x
 
 
-def _softsign(ctx, ins, attrs):
-    b = ctx.builder
-    return b.fdiv(ins[0], b.fadd(const(ctx, 1.0), vmath.emit(b, "abs", ins[0])))
-
-
-def _thresholded_relu(ctx, ins, attrs):
-    b = ctx.builder
-    return b.select(b.fcmp_ordered(">", ins[0], const(ctx, attrs["alpha"])), ins[0], const(ctx, 0.0))
-
-
-def _gelu(ctx, ins, attrs):
-    return vmath.emit(ctx.builder, "gelu_tanh" if attrs.get("approximate") == "tanh" else "gelu_erf", ins[0])
-
-
 COMPUTE: dict[str, Callable[[KernelContext, Values, dict], ir.Value]] = {
     "Add": lambda c, i, a: c.builder.fadd(i[0], i[1]),
     "Sub": lambda c, i, a: c.builder.fsub(i[0], i[1]),
     "Mul": lambda c, i, a: c.builder.fmul(i[0], i[1]),
     "Div": lambda c, i, a: c.builder.fdiv(i[0], i[1]),
-    "Pow": vm("pow"),
-    "PowerStatic": vm("pow_static", exponent="power"),
     "Max": chain(lambda c, a, b: intrinsic(c, "llvm.maximum", a, b)),
     "Min": chain(lambda c, a, b: intrinsic(c, "llvm.minimum", a, b)),
     "Sum": chain(lambda c, a, b: c.builder.fadd(a, b)),
-    "Neg": vm("neg"), "Abs": vm("abs"), "Relu": vm("relu"), "Sqrt": vm("sqrt"),
-    "Reciprocal": vm("reciprocal"), "Sign": vm("sign"), "Round": vm("round_half_even"),
     "Floor": lambda c, i, a: intrinsic(c, "llvm.floor", i[0]),
     "Ceil": lambda c, i, a: intrinsic(c, "llvm.ceil", i[0]),
-    "Exp": vm("exp"), "Log": vm("log"), "Erf": vm("erf"),
-    "Sin": vm("sin"), "Cos": vm("cos"), "Tan": vm("tan"), "Asin": vm("asin"), "Acos": vm("acos"),
-    "Atan": vm("atan"), "Sinh": vm("sinh"), "Cosh": vm("cosh"), "Asinh": vm("asinh"),
-    "Acosh": vm("acosh"), "Atanh": vm("atanh"),
-    "Sigmoid": vm("sigmoid"), "Tanh": vm("tanh"), "Softplus": vm("softplus"), "Mish": vm("mish"),
-    "LeakyRelu": vm("leaky_relu", alpha="alpha"), "Elu": vm("elu", alpha="alpha"),
-    "Selu": vm("selu", alpha="alpha", gamma="gamma"),
-    "HardSigmoid": vm("hard_sigmoid", alpha="alpha", beta="beta"), "HardSwish": vm("hard_swish"),
-    "Celu": _celu, "PRelu": _prelu, "Clip": _clip, "Softsign": _softsign,
-    "ThresholdedRelu": _thresholded_relu, "Gelu": _gelu,
+    "Clip": _clip,
+    **{op: vm(call) for op, call in ELEMENTWISE.items()},
     "Less": fcmp("<"), "LessOrEqual": fcmp("<="), "Greater": fcmp(">"),
     "GreaterOrEqual": fcmp(">="),
     "And": logic("and_"), "Or": logic("or_"), "Xor": logic("xor"),

@@ -1,35 +1,24 @@
 """The C target against the LLVM target and the reference kernels.
 
-Every compute op runs as a one-op computation (several of them share one body, each with its own output,
-so one gcc run covers many ops) on data with edge values (NaN, ±inf, ±0, denormals, huge and tiny
-magnitudes) plus values from the op's domain. Each output must match the op's NumPy reference within
-4 ulp or 1e-6 relative (reference in float64 rounded to f32, or in f32), and the LLVM target's output
-of the same body within twice that; ops computed exactly must agree bit for bit. Then the kernel's
-structure on both targets: tails, broadcasts on every axis (including the innermost), dynamic dims, the
-parallel domain split into sub-ranges, two-deep loop nests, bool masks, register spilling; reductions and
-normalisations through `snipjit.compile`; the disk cache; and the error when no C compiler exists.
+Every compute op is tested on both targets, against the reference and against each other, in
+tests/targets/test_compute_ops.py. Here: Equal on booleans, then the kernel's structure on both targets:
+tails, broadcasts on every axis (including the innermost), dynamic dims, the parallel domain split into
+sub-ranges, two-deep loop nests, bool masks, register spilling; reductions and normalisations through
+`snipjit.compile`; the disk cache; and the error when no C compiler exists.
 
 Every kernel run by `run` has guard elements after each output buffer, which must stay untouched.
 """
 from __future__ import annotations
-
-import functools
-import itertools
-import math
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 import snipjit
 from snipjit import parse_graph
-from snipjit.ops.common import evaluate
 from snipjit.runtime.caches import kernel_cache
 from snipjit.snippets.subgraph_compiler import compile_subgraph
-from snipjit.snippets.supported_ops import ELEMENTWISE_OPS
 from snipjit.targets import TargetError, get_target
 from snipjit.targets.c import gcc
-from snipjit.targets.c.emitters import COMPUTE
 import kernels
 from accuracy import assert_close
 from kernels import Kernel
@@ -54,183 +43,12 @@ def data(shape, seed=0) -> np.ndarray:
     return np.random.default_rng(seed).normal(0, 2, shape).astype(np.float32)
 
 
-# ---- every compute op ----------------------------------------------------------------------------------------
-EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.0, 1e-30, -1e-30, 1e-40,
-                  -1e-40, 3e38, -3e38, 1e10, -1e10, 88.75, -88.75, 104.0, -104.0, 1e5, 3.1415927, 2.0 ** 21],
-                 dtype=np.float32)
-N = 24 * 24 + 13   # pairs of edge values, plus a vector tail
-
-
-def _column(rng, low: float | None = None, high: float | None = None, edges: np.ndarray = EDGES) -> np.ndarray:
-    """N values: the edges, magnitudes log-uniform over 1e-6 .. 1e6 of both signs, normal values near 0,
-    clipped into [low, high] when given (the op's domain)."""
-    n = N - len(edges)
-    values = np.concatenate([edges, 10.0 ** rng.uniform(-6, 6, n // 2) * rng.choice([-1.0, 1.0], n // 2),
-                             rng.normal(0, 4, n - n // 2)])
-    if low is not None:
-        values = np.concatenate([edges, rng.uniform(low, high, N - len(edges))])
-    return values.astype(np.float32)
-
-
-@functools.cache
-def _inputs() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(7)
-    pool = EDGES[:24]   # all pairs of 24 edge values
-    pairs = np.array(list(itertools.product(pool, repeat=2)), np.float32)
-    tail = rng.normal(0, 3, (N - len(pairs), 2)).astype(np.float32)
-    a, b = np.concatenate([pairs, tail]).T
-    return {
-        "x": _column(rng), "a": a, "b": b, "c": rng.permutation(a),
-        "u": _column(rng, -1.0, 1.0, np.float32([1.0, -1.0, 0.0, -0.0, 0.999999, np.nan])),
-        "p": _column(rng, 1e-30, 1e30, np.float32([0.0, 1e-40, np.inf, 1.0, np.nan, -1.0])),
-        "g": _column(rng, 1.0, 1e6, np.float32([1.0, 1.0000001, np.inf, np.nan, 0.5])),
-        "f": _column(rng, edges=EDGES[EDGES != -np.inf]),   # gated activations: see vmath.h on -inf
-        "m": rng.random(N) < 0.5, "n": rng.random(N) < 0.5,
-        "l": np.array(-2.0, np.float32), "h": np.array(0.5, np.float32),   # Clip's bounds are scalars
-    }
-
-
-def _gelu_accurate(x, approximate="none"):
-    """Gelu without the cancellation of 1 + erf (1 + tanh) for negative x, where the registry's textbook
-    formula loses every digit even in float64."""
-    x = x.astype(np.float64)
-    with np.errstate(all="ignore"):
-        if approximate == "tanh":
-            u = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
-            return (x / (1 + np.exp(-2 * u))).astype(np.float32)
-        return (0.5 * x * np.vectorize(math.erfc, otypes=[float])(-x / math.sqrt(2))).astype(np.float32)
-
-
-def _hard_sigmoid_f32_attributes(x):
-    """With alpha and beta as the f32 values ONNX attributes are, rounded once: near alpha x + beta = 0 the
-    registry's float64 alpha (0.3, not 0.3f) and its f32 evaluation (two roundings) both differ."""
-    y = np.float64(np.float32(0.3)) * x.astype(np.float64) + np.float64(np.float32(0.4))
-    return np.clip(y, 0.0, 1.0).astype(np.float32)
-
-
-@dataclass(frozen=True)
-class OpCase:
-    op: str
-    inputs: str                  # input names (see _inputs), one letter each
-    attrs: dict | None = None
-    ulp: float = 4.0
-    exact: bool = False          # correctly rounded or exact: C and LLVM agree bit for bit
-    oracle: object = None        # an accurate reference when the registry's formula is not
-
-    def node(self, out: str) -> str:
-        attrs = ""
-        if self.attrs:
-            attrs = " {" + ", ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v!r}"
-                                     for k, v in self.attrs.items()) + "}"
-        return f"[{out}] = {self.op}({', '.join(self.inputs)}){attrs}"
-
-
-EXACT = dict(exact=True, ulp=0.0)
-# Celu and Softsign compose functions with one more rounding (x/alpha, 1+|x|), so they get 2 ulp more.
-CASES = [
-    *(OpCase(op, "ab", **EXACT) for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu")),
-    OpCase("Pow", "ab"), OpCase("Max", "abc", **EXACT), OpCase("Min", "abc", **EXACT), OpCase("Sum", "abc", **EXACT),
-    OpCase("Max", "a", **EXACT), OpCase("Clip", "xlh", **EXACT), OpCase("Clip", "x", **EXACT),
-    *(OpCase(op, "x", **EXACT) for op in ("Neg", "Abs", "Reciprocal", "Sign", "Floor", "Ceil", "Round", "Relu",
-                                          "IsNaN")),
-    *(OpCase(op, "x") for op in ("Exp", "Erf", "Sin", "Cos", "Tan", "Atan", "Sinh", "Cosh", "Asinh", "Sigmoid",
-                                 "Tanh", "Softplus")),
-    OpCase("Sqrt", "p", **EXACT), OpCase("Log", "p"), OpCase("Asin", "u"), OpCase("Acos", "u"), OpCase("Atanh", "u"),
-    OpCase("Acosh", "g"), OpCase("HardSwish", "f"), OpCase("Mish", "f"),
-    OpCase("Gelu", "f", oracle=_gelu_accurate),
-    OpCase("Gelu", "f", {"approximate": "tanh"}, oracle=lambda x: _gelu_accurate(x, "tanh")),
-    OpCase("LeakyRelu", "x", {"alpha": 0.3}, **EXACT), OpCase("Elu", "x", {"alpha": 0.5}),
-    OpCase("Selu", "x", {"alpha": 2.0, "gamma": 0.5}), OpCase("Celu", "x", {"alpha": 2.5}, ulp=6),
-    OpCase("HardSigmoid", "x", {"alpha": 0.3, "beta": 0.4}, oracle=_hard_sigmoid_f32_attributes),
-    OpCase("ThresholdedRelu", "x", {"alpha": -0.5}, **EXACT),
-    *(OpCase("IsInf", "x", {"detect_negative": neg, "detect_positive": pos}, **EXACT)
-      for neg, pos in ((0, 1), (1, 0), (1, 1))),
-    OpCase("Softsign", "x", ulp=6),
-    *(OpCase(op, "ab", **EXACT) for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")),
-    OpCase("Not", "m", **EXACT), OpCase("And", "mn", **EXACT), OpCase("Or", "mn", **EXACT),
-    OpCase("Xor", "mn", **EXACT),
-    OpCase("Where", "mab", **EXACT), OpCase("Where", "mmn", **EXACT),
-]
-BATCHES = [CASES[i::3] for i in range(3)]   # three bodies, ~20 ops each
-
-
-def batch_text(cases: list[OpCase]) -> str:
-    inputs = _inputs()
-    used = sorted({name for case in cases for name in case.inputs})
-    params = ", ".join(f"{name}: {'bool' if inputs[name].dtype == np.bool_ else 'f32'}"
-                       f"[{','.join(map(str, inputs[name].shape))}]" for name in used)
-    outs = ", ".join(f"o{i}" for i in range(len(cases)))
-    body = "\n  ".join(case.node(f"o{i}") for i, case in enumerate(cases))
-    return f"graph({params}) -> [{outs}] {{\n  {body}\n}}"
-
-
-def run_batch(cases: list[OpCase], target: str) -> list[np.ndarray]:
-    inputs = _inputs()
-    used = sorted({name for case in cases for name in case.inputs})
-    return compile_body(batch_text(cases), target).run([inputs[name] for name in used], (N,))
-
-
-def reference(case: OpCase) -> list[np.ndarray]:
-    """The registry's reference on float64 copies rounded to f32, and on the f32 inputs."""
-    inputs = [_inputs()[name] for name in case.inputs]
-    if case.oracle is not None:
-        return [case.oracle(*inputs)]
-    wants = []
-    for wide in (True, False):
-        args = [a.astype(np.float64) if wide and a.dtype == np.float32 else a for a in inputs]
-        with np.errstate(all="ignore"):
-            out = evaluate(case.op, args, case.attrs)[0]
-            wants.append(out.astype(np.float32) if out.dtype == np.float64 else out)
-    return wants
-
-
-def test_every_supported_op_has_an_emitter_and_a_case_here():
-    assert ELEMENTWISE_OPS | {"PowerStatic"} == set(COMPUTE)
-    assert {case.op for case in CASES} == ELEMENTWISE_OPS
-
-
-@pytest.mark.parametrize("batch", range(len(BATCHES)))
-def test_ops_against_reference_and_llvm(batch: int):
-    cases = BATCHES[batch]
-    got_c, got_llvm = run_batch(cases, "c"), run_batch(cases, "llvm")
-    for case, c_out, llvm_out in zip(cases, got_c, got_llvm):
-        what = f"{case.op}({case.inputs}) {case.attrs or ''}"
-        if case.exact:
-            np.testing.assert_array_equal(c_out, llvm_out, err_msg=f"{what}: C and LLVM differ")
-        else:
-            assert_close(c_out, llvm_out, ulp=2 * case.ulp + 1, rel=2e-6, what=f"{what}: C vs LLVM")
-        assert_close(c_out, *reference(case), ulp=max(case.ulp, 0.5), what=f"{what}: C vs reference")
-
-
-@pytest.mark.parametrize("power", [2.0, 3.0, 0.5, -1.0, -2.0, 0.0, 1.5, 8.0, -0.5, 7.0])
-def test_pow_by_a_constant_becomes_power_static(power):
-    x = _inputs()["x"]
-    text = f"graph(x: f32[{N}]) -> [y] {{ const p: f32[] = {power!r}\n [y] = Pow(x, p) }}"
-    kernel = compile_body(text)
-    assert "PowerStatic" in kernel.compiled.linear_ir
-    got, = kernel.run([x], (N,))
-    want = [evaluate("Pow", [x.astype(np.float64), np.float64(power)])[0].astype(np.float32),
-            evaluate("Pow", [x, np.float32(power)])[0]]
-    assert_close(got, *want, what=f"x**{power}")
-    llvm, = compile_body(text, "llvm").run([x], (N,))
-    assert_close(got, llvm, ulp=16, what=f"x**{power}: C vs LLVM")   # LLVM multiplies in f32 (15 roundings)
-
-
-def test_ops_with_default_attributes():
-    """Attributes a node leaves out take the op's registered defaults (alpha of LeakyRelu is 0.01, ...)."""
-    cases = [OpCase(op, "x") for op in ("LeakyRelu", "Elu", "Selu", "HardSigmoid", "ThresholdedRelu", "IsInf",
-                                        "Celu", "Gelu")]
-    got = run_batch(cases, "c")
-    for case, out in zip(cases, got):
-        wants = reference(case) if case.op != "Gelu" else [_gelu_accurate(_inputs()["x"])]
-        finite = np.isfinite(_inputs()["x"]) | (case.op not in ("Gelu",))
-        assert_close(out[finite], *(w[finite] for w in wants), ulp=6, what=case.op)
-
-
+# ---- ops the C emitters handle themselves (every compute op on both targets: tests/targets/test_compute_ops.py)
 def test_equal_on_booleans_compares_masks():
     """(The LLVM target compares the all-ones patterns as floats, NaN == NaN, and gets false for true == true.)"""
-    m, n = _inputs()["m"], _inputs()["n"]
-    got, = compile_body(f"graph(m: bool[{N}], n: bool[{N}]) -> [e] {{ [e] = Equal(m, n) }}").run([m, n], (N,))
+    rng = np.random.default_rng(7)
+    m, n = rng.random(589) < 0.5, rng.random(589) < 0.5
+    got, = compile_body("graph(m: bool[589], n: bool[589]) -> [e] { [e] = Equal(m, n) }").run([m, n], (589,))
     np.testing.assert_array_equal(got, m == n)
 
 
