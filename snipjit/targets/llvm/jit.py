@@ -1,7 +1,8 @@
 """Host-tuned LLVM JIT: parse, verify, optimise at O3 and load LLVM IR into executable memory.
 
 Everything is compiled for the CPU this process runs on (its name *and* feature string): a
-default target machine only assumes SSE2, which would throw away AVX2/AVX-512.
+default target machine only assumes SSE2, which would throw away AVX2/AVX-512. `SNIPJIT_ISA` may force
+a lower instruction-set level (see `targets.isa`): the features above it are then switched off.
 
 Thread safety: llvmlite serialises every call into libllvmlite behind one process-wide lock
 (``llvmlite.binding.ffi.lib``), so the LLVM side of concurrent compiles never overlaps; the GIL
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from .. import isa
+
 
 class JitError(RuntimeError):
     """LLVM IR that does not parse or verify, or a symbol the compiled module does not define."""
@@ -37,12 +40,13 @@ class HostInfo:
         return f"+{name}" in self.features.split(",")
 
     @property
+    def level(self) -> isa.IsaLevel:
+        """The instruction-set level these features execute."""
+        return isa.highest_level(self.features)
+
+    @property
     def vector_bits(self) -> int:
-        if self.has_feature("avx512f"):
-            return 512
-        if self.has_feature("avx2"):
-            return 256
-        return 128
+        return self.level.vector_bits
 
     def vector_lanes(self, dtype_bits: int = 32) -> int:
         """Lanes of a ``dtype_bits`` element type in one native vector register."""
@@ -59,14 +63,16 @@ def _initialize() -> None:
         llvm.initialize_native_asmprinter()
 
 
-@functools.cache
 def host() -> HostInfo:
+    """The CPU code is compiled for: the host's, at the level `SNIPJIT_ISA` asks for (default: its own)."""
+    return _host(isa.requested_level())  # (cached per level: a test may switch levels)
+
+
+@functools.cache
+def _host(level: str | None) -> HostInfo:
     _initialize()
-    return HostInfo(
-        triple=llvm.get_process_triple(),
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-    )
+    chosen = isa._current(level)
+    return HostInfo(triple=llvm.get_process_triple(), cpu=chosen.cpu, features=chosen.features)
 
 
 def create_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
