@@ -14,8 +14,12 @@ import ctypes
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..targets.llvm.gemm import MicroKernel
 
 from .memory_planner import aligned_empty
 from .native_pool import compile_kernel, get_native_pool, scratchpads
@@ -28,19 +32,36 @@ ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted 
 
 @dataclass(frozen=True)
 class GemmKernel:
-    """One register block's kernel; its code is compiled on first use (packing weights at compile time
-    only needs the shape of the block)."""
-    mr: int          # rows of the register block
-    vectors: int     # vectors per row of the block
-    nr: int          # columns of a panel
+    """One microkernel for one ISA level; its code is compiled on first use (packing weights at compile
+    time only needs the shape of the block)."""
+    shape: MicroKernel
+    cpu: str         # the LLVM CPU and features it is compiled for (`jit.host()` when chosen)
+    features: str
+    l2: int          # bytes of L2 cache, for the K blocking
+
+    @property
+    def mr(self) -> int:
+        return self.shape.mr
+
+    @property
+    def nr(self) -> int:
+        return self.shape.nr
 
     @property
     def address(self) -> int:
-        return _compiled(self.mr, self.vectors)[0]
+        return _compiled(self)[0]
 
     @property
     def fn(self):
-        return _compiled(self.mr, self.vectors)[1]
+        return _compiled(self)[1]
+
+    def k_block(self, k: int) -> int:
+        """The depth of a K block. Without blocking, each row block streams the whole K × NR panel of B
+        (from L2, which the hardware prefetchers keep up with) and each row of A once, sequentially —
+        measured faster than L1-sized blocks, which re-read C and cut A's rows into short pieces. So K
+        is blocked only where a panel would not stay in half of L2."""
+        kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
+        return k if k <= kc else kc
 
 
 @functools.cache
@@ -53,30 +74,57 @@ def available() -> bool:
         return False
 
 
-def kernel_for(mr: int, vectors: int) -> GemmKernel:
+def kernel_for(mr: int, vectors: int, unroll: int = 4) -> GemmKernel:
+    """The kernel of an mr × vectors register block at the current ISA level."""
+    from ..targets import isa
     from ..targets.llvm import jit
-    return GemmKernel(mr, vectors, vectors * jit.host().vector_lanes(32))
+    from ..targets.llvm.gemm import MicroKernel
+    host = jit.host()
+    shape = MicroKernel(mr, vectors, host.level.f32_lanes, unroll, host.level.fused_multiply_add)
+    return GemmKernel(shape, host.cpu, host.features,
+                      isa.cache_sizes().l2)
 
 
 @functools.cache
-def _compiled(mr: int, vectors: int) -> tuple[int, object]:
-    """(address, ctypes callable keeping the code alive) of the kernel for this block."""
+def _compiled(kernel: GemmKernel) -> tuple[int, object]:
+    """(address, ctypes callable keeping the code alive) of a kernel."""
     from ..targets.llvm import jit
     from ..targets.llvm.gemm import gemm_module
-    name = f"snipjit_gemm_{mr}x{vectors}"
-    return compile_kernel(gemm_module(name, mr, vectors, jit.host().vector_lanes(32)), name)
+    host = jit.host()
+    if (host.cpu, host.features) != (kernel.cpu, kernel.features):
+        raise RuntimeError(f"GEMM kernel {kernel.shape.name} was chosen for another ISA level than "
+                           f"SNIPJIT_ISA now selects ({host.level.name})")
+    return compile_kernel(gemm_module(kernel.shape), kernel.shape.name)
+
+
+def register_blocks(registers: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(wide, narrow) register blocks (rows, vectors) for a register file. Each keeps rows × vectors
+    accumulators plus a register per vector of B and one for the broadcast of A. `wide` loads the fewest
+    bytes per FMA; `narrow`, two vectors wide, pads a narrow N less. Measured (one thread, the products of
+    `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA peak, 12×2 and 8×3 a few percent less; on
+    16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills)."""
+    if registers >= 32:
+        return (6, 4), (12, 2)
+    return (4, 3), (6, 2)
+
+
+NARROW_BLOCK_SPEED = 0.97   # the narrow block's speed relative to the wide one's, both without padding
 
 
 def choose_kernel(n: int, k: int) -> GemmKernel:
-    """The register block for a product `n` columns wide over `k`: wide, deep products keep 6 rows × 4
-    vectors of accumulators (3/4 of the registers); a short K (attention heads) or a narrow N spends
-    proportionally more on loading and storing accumulators, where 8 rows × 2 vectors measured faster."""
+    """The microkernel for a product `n` columns wide over `k` (at the current ISA level): the wide
+    block unless the narrow one's smaller padding of N wins more than it loses."""
     from ..targets.llvm import jit
-    lanes = jit.host().vector_lanes(32)
-    wide = 4 if jit.host().has_feature("avx512f") else 2
-    if k <= 2 * lanes * wide or n <= lanes * wide // 2:
-        return kernel_for(8 if wide == 4 else 4, max(1, wide // 2))
-    return kernel_for(6, wide)
+    level = jit.host().level
+    wide, narrow = register_blocks(level.vector_registers)
+
+    def useful(vectors: int) -> float:   # the share of computed columns that are part of N
+        nr = vectors * level.f32_lanes
+        return n / (-(-n // nr) * nr)
+
+    if useful(narrow[1]) * NARROW_BLOCK_SPEED > useful(wide[1]):
+        return kernel_for(*narrow)
+    return kernel_for(*wide)
 
 
 @dataclass(frozen=True)
@@ -204,7 +252,8 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
     ptrs = (ctypes.c_void_p * 4)(a.ctypes.data, operand.ctypes.data, out.ctypes.data,
                                  None if bias is None else bias.ctypes.data)
     pack = packed is None and k * ldb * 4 >= PACK_MIN_BYTES
-    dims = (ctypes.c_int64 * 14)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
-                                 chunks, chunk_rows, int(pack))
-    scratch = scratchpads(threads, k * kernel.nr * 4 if pack else 0)
+    dims = (ctypes.c_int64 * 16)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
+                                 chunks, chunk_rows, int(pack), int(packed is not None), kernel.k_block(k))
+    partial = packed is None and n % kernel.nr != 0   # its last panel is copied, zero-padded
+    scratch = scratchpads(threads, k * kernel.nr * 4 if pack or partial else 0)
     return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias)

@@ -31,6 +31,7 @@ class IsaLevel:
     vector_bits: int
     vector_registers: int
     cheap_masked_memory: bool        # masked loads/stores cost about as much as plain ones
+    fused_multiply_add: bool         # a vector FMA instruction (without one, llvm.fma is a library call)
     generic_cpu: str                 # the LLVM/GCC CPU name of the level (x86-64-vN), for foreign hosts
     required: tuple[str, ...]        # LLVM features the level needs
     disabled: tuple[str, ...]        # prefixes of host features switched off when compiling for the level
@@ -46,11 +47,11 @@ class IsaLevel:
         return [f for f in self.required if f not in features]
 
 
-AVX512 = IsaLevel("avx512", 512, 32, True, "x86-64-v4",
+AVX512 = IsaLevel("avx512", 512, 32, True, True, "x86-64-v4",
                   ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma"), ())
-AVX2 = IsaLevel("avx2", 256, 16, False, "x86-64-v3", ("avx2", "fma", "f16c"),
+AVX2 = IsaLevel("avx2", 256, 16, False, True, "x86-64-v3", ("avx2", "fma", "f16c"),
                 ("avx512", "avx10", "amx", "evex512"))
-SSE = IsaLevel("sse", 128, 16, False, "x86-64-v2", ("sse4.2", "popcnt"),
+SSE = IsaLevel("sse", 128, 16, False, False, "x86-64-v2", ("sse4.2", "popcnt"),
                ("avx", "amx", "fma", "f16c", "xop", "vaes", "vpclmulqdq"))
 LEVELS: tuple[IsaLevel, ...] = (AVX512, AVX2, SSE)   # highest first
 BY_NAME = {level.name: level for level in LEVELS}
