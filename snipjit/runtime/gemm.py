@@ -74,7 +74,7 @@ def available() -> bool:
         return False
 
 
-def kernel_for(mr: int, vectors: int, unroll: int = 4) -> GemmKernel:
+def kernel_for(mr: int, vectors: int, unroll: int) -> GemmKernel:
     """The kernel of an mr × vectors register block at the current ISA level."""
     from ..targets import isa
     from ..targets.llvm import jit
@@ -97,17 +97,6 @@ def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     return compile_kernel(gemm_module(kernel.shape), kernel.shape.name)
 
 
-def register_blocks(registers: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(wide, narrow) register blocks (rows, vectors) for a register file. Each keeps rows × vectors
-    accumulators plus a register per vector of B and one for the broadcast of A. `wide` loads the fewest
-    bytes per FMA; `narrow`, two vectors wide, pads a narrow N less. Measured (one thread, the products of
-    `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA peak, 12×2 and 8×3 a few percent less; on
-    16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills)."""
-    if registers >= 32:
-        return (6, 4), (12, 2)
-    return (4, 3), (6, 2)
-
-
 NARROW_BLOCK_SPEED = 0.97   # the narrow block's speed relative to the wide one's, both without padding
 
 
@@ -115,6 +104,7 @@ def choose_kernel(n: int, k: int) -> GemmKernel:
     """The microkernel for a product `n` columns wide over `k` (at the current ISA level): the wide
     block unless the narrow one's smaller padding of N wins more than it loses."""
     from ..targets.llvm import jit
+    from ..targets.llvm.gemm import register_blocks
     level = jit.host().level
     wide, narrow = register_blocks(level.vector_registers)
 

@@ -53,6 +53,18 @@ class MicroKernel:
         return f"snipjit_gemm_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
 
 
+def register_blocks(registers: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(wide, narrow) register blocks (rows, vectors, unroll) for a register file. Each keeps rows ×
+    vectors accumulators plus a register per vector of B and one for the broadcast of A. `wide` loads
+    the fewest bytes per FMA; `narrow`, two vectors wide, pads a narrow N less. Measured (one thread,
+    the products of the benchmark `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA peak and 7×2
+    nearly as much; 12×2, 8×3 and 8×2 unrolled spill (LLVM hoists the broadcasts of A, and runs out of
+    general registers for the rows of A); on 16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills). LLVM unrolls an un-unrolled loop twice."""
+    if registers >= 32:
+        return (6, 4, 4), (7, 2, 2)
+    return (4, 3, 4), (6, 2, 4)
+
+
 class _Builder:
     """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
 
@@ -158,6 +170,49 @@ def _k_loop(g: _Builder, name: str, start, stop, step: int, acc, a_rows, b_base,
     return carried, loop.index
 
 
+@dataclass
+class _Panel:
+    """What the row blocks of one K block of one panel share."""
+    k0: ir.Value           # the K block [k0, k1)
+    k1: ir.Value
+    a_base: ir.Value       # A, B (panel) and C (panel) of the batch entry
+    b_base: ir.Value
+    ldb: ir.Value
+    c_base: ir.Value
+    initial: list          # the accumulators' start (bias or zero), per vector
+    masks: list            # the columns inside N, per vector
+    full: ir.Value         # the panel lies inside N (no masks needed)
+
+
+def _row_block(g: _Builder, p: _Panel, rows: list) -> None:
+    """Accumulate the rows `rows` (mr row indices) of the panel over the K block and store them.
+    Whole blocks give rows r0 + j, so the addresses of A's rows are one pointer plus multiples of lda."""
+    b, d, shape = g.b, g.d, g.shape
+    mr, vectors, lanes = shape.mr, shape.vectors, shape.lanes
+    a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
+    c_rows = [g.at(p.c_base, b.mul(r, d["ldc"])) for r in rows]
+
+    def reload():   # a later K block continues the sums the previous one stored
+        return [g.load(g.at(c_rows[j], _c(v * lanes)), p.masks[v]) for j in range(mr) for v in range(vectors)]
+
+    start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
+                       lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
+    acc = [start[j * vectors:(j + 1) * vectors] for j in range(mr)]
+    acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
+    if shape.unroll > 1:
+        acc, _ = _k_loop(g, "ktail", k, p.k1, 1, acc, a_rows, p.b_base, p.ldb)
+
+    def store(masked: bool):
+        def emit():
+            for j in range(mr):
+                for v in range(vectors):
+                    g.store(acc[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
+            return []
+        return emit
+
+    g.branches(p.full, store(False), store(True))
+
+
 def gemm_module(shape: MicroKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
     g = _Builder(shape)
@@ -185,7 +240,6 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     b_base, ldb = _copy_panel(g, b_panel, masks, copy)
     bias_masks = [b.and_(m, g.splat(has_bias, I1)) for m in masks]
     initial = [g.load(g.at(g.bias, b.add(n0, _c(v * lanes))), bias_masks[v]) for v in range(vectors)]
-    last_row = b.sub(d["M"], _c(1))
 
     blocks = CountedLoop(b, "kblock", _c(0), d["K"], d["kc"])
     blocks.enter()
@@ -193,35 +247,19 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     k_end = b.add(k0, d["kc"])
     k1 = b.select(b.icmp_signed("<", k_end, d["K"]), k_end, d["K"])
 
-    rows = CountedLoop(b, "rows", first_row, rows_end, mr)
+    panel_state = _Panel(k0, k1, a_base, b_base, ldb, c_base, initial, masks, full)
+    rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
     rows.enter()
-    row_index = []
-    for j in range(mr):
-        r = b.add(rows.index, _c(j))
-        row_index.append(b.select(b.icmp_signed("<", r, d["M"]), r, last_row))
-    a_rows = [g.at(a_base, b.mul(r, d["lda"])) for r in row_index]
-    c_rows = [g.at(c_base, b.mul(r, d["ldc"])) for r in row_index]
-
-    def reload():   # a later K block continues the sums the previous one stored
-        return [g.load(g.at(c_rows[j], _c(v * lanes)), masks[v]) for j in range(mr) for v in range(vectors)]
-
-    start = g.branches(b.icmp_signed("==", k0, _c(0)), lambda: [initial[v] for _ in range(mr) for v in range(vectors)],
-                       reload)
-    acc = [start[j * vectors:(j + 1) * vectors] for j in range(mr)]
-    acc, k = _k_loop(g, "k", k0, k1, shape.unroll, acc, a_rows, b_base, ldb)
-    if shape.unroll > 1:
-        acc, _ = _k_loop(g, "ktail", k, k1, 1, acc, a_rows, b_base, ldb)
-
-    def store(masked: bool):
-        def emit():
-            for j in range(mr):
-                for v in range(vectors):
-                    g.store(acc[j][v], g.at(c_rows[j], _c(v * lanes)), masks[v] if masked else None)
-            return []
-        return emit
-
-    g.branches(full, store(False), store(True))
+    _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)])
     rows.leave()
+    last_row = b.sub(d["M"], _c(1))
+
+    def last_block():   # fewer than mr rows left: the rows past M repeat row M-1
+        rows_left = [b.add(rows.index, _c(j)) for j in range(mr)]
+        _row_block(g, panel_state, [b.select(b.icmp_signed("<", r, d["M"]), r, last_row) for r in rows_left])
+        return []
+
+    g.branches(b.icmp_signed("<", rows.index, rows_end), last_block, lambda: [])
     blocks.leave()
     work.leave()
     b.ret_void()

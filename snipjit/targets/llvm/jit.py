@@ -75,9 +75,10 @@ def _host(level: str | None) -> HostInfo:
     return HostInfo(triple=llvm.get_process_triple(), cpu=chosen.cpu, features=chosen.features)
 
 
-def create_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
-    """A target machine for the host CPU. Each MCJIT engine owns its own, so make one per use."""
-    info = host()
+def create_target_machine(opt_level: int = 3, cpu: HostInfo | None = None) -> llvm.TargetMachine:
+    """A target machine for the host CPU (or `cpu`). Each MCJIT engine owns its own, so make one per use."""
+    _initialize()
+    info = cpu or host()
     target = llvm.Target.from_triple(info.triple)
     return target.create_target_machine(
         cpu=info.cpu, features=info.features, opt=opt_level, jit=True
@@ -128,8 +129,9 @@ def _optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, opt_level: in
     passes.getModulePassManager().run(module, passes)
 
 
-def optimized_module(source: str | ir.Module, opt_level: int = 3) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
-    """Parse, verify and optimise ``source`` for the host CPU; the module and its target machine."""
+def optimized_module(source: str | ir.Module, opt_level: int = 3, cpu: HostInfo | None = None
+                     ) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+    """Parse, verify and optimise ``source`` for the host CPU (or `cpu`); the module and its target machine."""
     _initialize()
     try:
         module = llvm.parse_assembly(str(source))
@@ -139,11 +141,19 @@ def optimized_module(source: str | ir.Module, opt_level: int = 3) -> tuple[llvm.
         module.verify()
     except RuntimeError as exc:
         raise JitError(f"LLVM IR does not verify: {exc}") from None
-    machine = create_target_machine(opt_level)
+    machine = create_target_machine(opt_level, cpu)
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     _optimize(module, machine, opt_level)
     return module, machine
+
+
+def assembly_for(source: str | ir.Module, cpu: str, features: str = "", opt_level: int = 3) -> str:
+    """The assembly of ``source`` compiled for another x86 CPU (LLVM's name; `features` adjust its
+    defaults): how generated code looks on machines other than this one."""
+    target = HostInfo(host().triple, cpu, features)
+    module, machine = optimized_module(source, opt_level, target)
+    return machine.emit_assembly(module)
 
 
 def compile(source: str | ir.Module, *, opt_level: int = 3) -> CompiledModule:
