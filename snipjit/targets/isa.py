@@ -123,11 +123,12 @@ def select(host_cpu: str, host_features: str, requested: str | None) -> CpuTarge
 
 def current() -> CpuTarget:
     """The target for this host at the level `SNIPJIT_ISA` asks for."""
-    return _current(requested_level())
+    return select_for_host(requested_level())
 
 
 @functools.cache
-def _current(requested: str | None) -> CpuTarget:
+def select_for_host(requested: str | None) -> CpuTarget:
+    """The target for this host at a requested level (None: its own); IsaError if it cannot execute it."""
     import llvmlite.binding as llvm   # the host's CPU name and features, as LLVM names them
     return select(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), requested)
 

@@ -71,7 +71,7 @@ def host() -> HostInfo:
 @functools.cache
 def _host(level: str | None) -> HostInfo:
     _initialize()
-    chosen = isa._current(level)
+    chosen = isa.select_for_host(level)
     return HostInfo(triple=llvm.get_process_triple(), cpu=chosen.cpu, features=chosen.features)
 
 
