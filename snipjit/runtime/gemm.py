@@ -171,12 +171,15 @@ class GemmLaunch:
     scratch: object   # native_pool.Scratchpads
     bias: np.ndarray | None
 
+    def __post_init__(self):
+        self._address, self._fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
+
     def run(self) -> None:
         if self.threads > 1:
-            get_native_pool().run(self.kernel.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+            get_native_pool().run(self._address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
                                   self.items, 1, self.scratch.base, self.scratch.stride)
         else:
-            self.kernel.fn(self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+            self._fn(self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
 
 
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
