@@ -19,6 +19,10 @@ slow vmaskmov and whose masks would occupy vector registers). It is unrolled `un
 `vectors` loads of B, `mr` broadcasts of A, mr × vectors FMAs. Edges: a partial last panel stores (and,
 when K is blocked, reloads) under a lane mask, outside the K loop; a last row block shorter than mr
 clamps its rows to M-1 — the duplicated rows compute the same values and store them to the same place.
+
+No software prefetch: prefetching B 8 or 16 rows ahead measured no gain on AVX-512 or AVX2 (the K loop
+reads B and A's rows sequentially, which the hardware prefetchers follow), and A is not packed (the
+broadcasts read its rows in place at 95–100% of the FMA peak on one thread).
 """
 from __future__ import annotations
 
