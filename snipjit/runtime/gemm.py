@@ -2,11 +2,14 @@
 
 `matmul(a, b, out, bias)` takes the layouts the kernel reads directly — A with unit stride along K,
 B with unit stride along N, batches of equal shape or a 2-D operand shared by the batch, a C-contiguous
-output — and returns False for anything else, so the caller falls back to NumPy's BLAS. The kernel
-variant (rows × vectors of the register block) is chosen by the product's width and depth, and
-compiled on first use, once per process. A constant B (weights) is packed once with `pack`: panel after panel, each K × NR
-contiguous, so the kernel streams it instead of striding across pages (which defeats the hardware
-prefetchers once the weights no longer fit in cache).
+output — and returns False for anything else, so the caller falls back to NumPy's BLAS. The
+microkernel (rows × vectors of the register block, its unrolling, FMA or not) follows the ISA level
+code is generated for (`targets.isa`, SNIPJIT_ISA): of the level's two register blocks, the one padding
+the product's N least; it is compiled on first use, once per process and level. A constant B (weights)
+is packed once with `pack`: panel after panel, each K × NR contiguous and zero-padded past N, so the
+kernel streams it without masks instead of striding across pages (which defeats the hardware
+prefetchers once the weights no longer fit in cache). Work items (panel × chunk of rows, per batch
+entry) split both M and N over the native pool's threads.
 """
 from __future__ import annotations
 
