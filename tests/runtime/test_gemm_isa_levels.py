@@ -77,7 +77,8 @@ def test_strided_rows(level):
 
 def test_a_large_row_major_b_copied_panel_by_panel(level):
     rng = np.random.default_rng(7)
-    k = gemm.PACK_MIN_BYTES // (4 * 100) + 1
+    k = gemm.COPY_MIN_PAGES * gemm.PAGE_BYTES // (4 * 100) + 1
+    assert gemm.copies_panels(k, 100)
     check(randn(rng, 30, k), randn(rng, k, 100), randn(rng, 100))
 
 
