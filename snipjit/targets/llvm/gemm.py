@@ -1,7 +1,7 @@
 """A register-blocked f32 GEMM microkernel for an ISA level: C = A @ B (+ bias), batched.
 
 The register block is `mr` rows × `vectors` vectors of `lanes` floats (NR = vectors · lanes columns);
-`runtime.gemm` derives it from the ISA description (`targets.isa`). The output is cut into panels of
+`register_blocks` derives it from the ISA description (`targets.isa`), `runtime.gemm` picks one per product. The output is cut into panels of
 NR columns and chunks of rows; a work item is one chunk of one panel of one batch entry (chunks
 fastest, so neighbouring items share B's panel), so the kernel follows the `KernelFunction` ABI and runs
 on the native pool like any snippet: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end).
@@ -12,7 +12,7 @@ on the native pool like any snippet: `fn(ptrs, dims, begin, end, scratch)` compu
   each work item first copies its K × NR panel into the thread's scratchpad (zeros past N), so the FMA
   loop streams it; a row-major B's last, partial panel is always copied that way. `kc`: the depth of a
   K block — the rows of a block accumulate over kc steps of K, store, and the next block reloads them,
-  so the kc × NR slice of B being read stays in the L1 cache.
+  so the kc × NR slice of B being read stays in cache (kc ≥ K: no blocking).
 
 The hot K loop therefore only ever reads full, contiguous B rows: no masked loads (which AVX2 turns into
 slow vmaskmov and whose masks would occupy vector registers). It is unrolled `unroll` times. Per k:
