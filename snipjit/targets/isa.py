@@ -40,9 +40,6 @@ class IsaLevel:
     def f32_lanes(self) -> int:
         return self.vector_bits // 32
 
-    def lanes(self, dtype_bits: int = 32) -> int:
-        return self.vector_bits // dtype_bits
-
     def missing(self, features: frozenset[str]) -> list[str]:
         return [f for f in self.required if f not in features]
 
@@ -70,10 +67,6 @@ class CpuTarget:
     cpu: str
     features: str      # "+avx2,-avx512f,..."
     native: bool       # the host's own highest level
-
-    @property
-    def caches(self) -> CacheSizes:
-        return cache_sizes()
 
 
 def enabled(features: str) -> frozenset[str]:
