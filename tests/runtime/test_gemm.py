@@ -68,7 +68,8 @@ def test_products_of_fewer_rows_than_a_register_block_needs_are_refused():
 
 def test_large_row_major_b_is_packed_panel_by_panel_as_it_is_used():
     rng = np.random.default_rng(7)
-    k = gemm_launch.PACK_MIN_BYTES // (4 * 300) + 1   # B of K x 300 floats reaches the packing size
+    k = gemm_launch.COPY_MIN_PAGES * gemm_launch.PAGE_BYTES // (4 * 300) + 1   # B of K x 300 floats reaches the packing size
+    assert gemm_launch.copies_panels(k, 300)
     check(randn(rng, 50, k), randn(rng, k, 300), randn(rng, 300))
     check(randn(rng, 3, 50, k), randn(rng, 3, k, 300))   # and batched, over threads
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ...targets import isa
 from .kernel_cache import default_directory
 
 
@@ -55,6 +56,7 @@ def model_key(model: Any, options: dict) -> str | None:
     digest = hashlib.sha256(data)
     digest.update(opts.encode())
     digest.update(package_fingerprint().encode())
+    digest.update((isa.requested_level() or "native").encode())   # passes size kernels for the ISA level
     return digest.hexdigest()
 
 

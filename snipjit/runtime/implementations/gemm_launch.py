@@ -2,11 +2,14 @@
 
 `matmul(a, b, out, bias)` takes the layouts the kernel reads directly — A with unit stride along K,
 B with unit stride along N, batches of equal shape or a 2-D operand shared by the batch, a C-contiguous
-output — and returns False for anything else, so the caller falls back to NumPy's BLAS. The kernel
-variant (rows × vectors of the register block) is chosen by the product's width and depth, and
-compiled on first use, once per process. A constant B (weights) is packed once with `pack`: panel after panel, each K × NR
-contiguous, so the kernel streams it instead of striding across pages (which defeats the hardware
-prefetchers once the weights no longer fit in cache).
+output — and returns False for anything else, so the caller falls back to NumPy's BLAS. The
+microkernel (rows × vectors of the register block, its unrolling, FMA or not) follows the ISA level
+code is generated for (`targets.isa`, SNIPJIT_ISA): of the level's two register blocks, the one padding
+the product's N least; it is compiled on first use, once per process and level. A constant B (weights)
+is packed once with `pack`: panel after panel, each K × NR contiguous and zero-padded past N, so the
+kernel streams it without masks instead of striding across pages (which defeats the hardware
+prefetchers once the weights no longer fit in cache). Work items (panel × chunk of rows, per batch
+entry) split both M and N over the native pool's threads.
 """
 from __future__ import annotations
 
@@ -14,33 +17,55 @@ import ctypes
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ...targets.llvm.gemm import MicroKernel
 
 from ...memory.solver import aligned_empty
 from ..parallel.native_threads import compile_kernel, get_native_pool, scratchpads
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
-PACK_MIN_BYTES = 1 << 19               # a B operand this large is packed panel by panel as it is used
+PAGE_BYTES = 4096
+COPY_MIN_PAGES = 640                   # a row-major B panel spread over this many pages is copied first
 ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
 
 
 @dataclass(frozen=True)
 class GemmKernel:
-    """One register block's kernel; its code is compiled on first use (packing weights at compile time
-    only needs the shape of the block)."""
-    mr: int          # rows of the register block
-    vectors: int     # vectors per row of the block
-    nr: int          # columns of a panel
+    """One microkernel for one ISA level; its code is compiled on first use (packing weights at compile
+    time only needs the shape of the block)."""
+    shape: MicroKernel
+    cpu: str         # the LLVM CPU and features it is compiled for (`jit.host()` when chosen)
+    features: str
+    l2: int          # bytes of L2 cache, for the K blocking
+
+    @property
+    def mr(self) -> int:
+        return self.shape.mr
+
+    @property
+    def nr(self) -> int:
+        return self.shape.nr
 
     @property
     def address(self) -> int:
-        return _compiled(self.mr, self.vectors)[0]
+        return _compiled(self)[0]
 
     @property
     def fn(self):
-        return _compiled(self.mr, self.vectors)[1]
+        return _compiled(self)[1]
+
+    def k_block(self, k: int) -> int:
+        """The depth of a K block. Without blocking, each row block streams the whole K × NR panel of B
+        (from L2, which the hardware prefetchers keep up with) and each row of A once, sequentially —
+        measured faster than L1-sized blocks, which re-read C and cut A's rows into short pieces. So K
+        is blocked only where a panel would not stay in half of L2."""
+        kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
+        return k if k <= kc else kc
 
 
 @functools.cache
@@ -53,30 +78,47 @@ def available() -> bool:
         return False
 
 
-def kernel_for(mr: int, vectors: int) -> GemmKernel:
+def kernel_for(mr: int, vectors: int, unroll: int) -> GemmKernel:
+    """The kernel of an mr × vectors register block at the current ISA level."""
+    from ...targets import isa
     from ...targets.llvm import jit
-    return GemmKernel(mr, vectors, vectors * jit.host().vector_lanes(32))
+    from ...targets.llvm.gemm import MicroKernel
+    host = jit.host()
+    shape = MicroKernel(mr, vectors, host.level.f32_lanes, unroll, host.level.fused_multiply_add)
+    return GemmKernel(shape, host.cpu, host.features,
+                      isa.cache_sizes().l2)
 
 
 @functools.cache
-def _compiled(mr: int, vectors: int) -> tuple[int, object]:
-    """(address, ctypes callable keeping the code alive) of the kernel for this block."""
+def _compiled(kernel: GemmKernel) -> tuple[int, object]:
+    """(address, ctypes callable keeping the code alive) of a kernel."""
     from ...targets.llvm import jit
     from ...targets.llvm.gemm import gemm_module
-    name = f"snipjit_gemm_{mr}x{vectors}"
-    return compile_kernel(gemm_module(name, mr, vectors, jit.host().vector_lanes(32)), name)
+    host = jit.host()
+    if (host.cpu, host.features) != (kernel.cpu, kernel.features):
+        raise RuntimeError(f"GEMM kernel {kernel.shape.name} was chosen for another ISA level than "
+                           f"SNIPJIT_ISA now selects ({host.level.name})")
+    return compile_kernel(gemm_module(kernel.shape), kernel.shape.name)
+
+
+NARROW_BLOCK_SPEED = 0.97   # the narrow block's speed relative to the wide one's, both without padding
 
 
 def choose_kernel(n: int, k: int) -> GemmKernel:
-    """The register block for a product `n` columns wide over `k`: wide, deep products keep 6 rows × 4
-    vectors of accumulators (3/4 of the registers); a short K (attention heads) or a narrow N spends
-    proportionally more on loading and storing accumulators, where 8 rows × 2 vectors measured faster."""
+    """The microkernel for a product `n` columns wide over `k` (at the current ISA level): the wide
+    block unless the narrow one's smaller padding of N wins more than it loses."""
     from ...targets.llvm import jit
-    lanes = jit.host().vector_lanes(32)
-    wide = 4 if jit.host().has_feature("avx512f") else 2
-    if k <= 2 * lanes * wide or n <= lanes * wide // 2:
-        return kernel_for(8 if wide == 4 else 4, max(1, wide // 2))
-    return kernel_for(6, wide)
+    from ...targets.llvm.gemm import register_blocks
+    level = jit.host().level
+    wide, narrow = register_blocks(level.vector_registers)
+
+    def useful(vectors: int) -> float:   # the share of computed columns that are part of N
+        nr = vectors * level.f32_lanes
+        return n / (-(-n // nr) * nr)
+
+    if useful(narrow[1]) * NARROW_BLOCK_SPEED > useful(wide[1]):
+        return kernel_for(*narrow)
+    return kernel_for(*wide)
 
 
 @dataclass(frozen=True)
@@ -120,6 +162,14 @@ def _rows_view(a: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
+def copies_panels(k: int, ldb: int) -> bool:
+    """Whether each work item first copies its K × NR panel of a row-major B (row stride `ldb`) into its
+    scratchpad. Read in place, a panel's rows lie on min(K, K·ldb·4/page) pages; measured (one thread,
+    AVX-512), reading in place is as fast as packed up to ~580 pages (K=384..1536) and 10–30% slower
+    from ~770 (K=768 at 8–12 KB strides, K=1024 at 4 KB), where the copy costs 1–5% instead."""
+    return k * min(1.0, ldb * 4 / PAGE_BYTES) >= COPY_MIN_PAGES
+
+
 @dataclass
 class GemmLaunch:
     """One product with its kernel arguments prepared: `run()` computes it again into the same memory
@@ -133,12 +183,15 @@ class GemmLaunch:
     scratch: object   # native_pool.Scratchpads
     bias: np.ndarray | None
 
+    def __post_init__(self):
+        self._address, self._fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
+
     def run(self) -> None:
         if self.threads > 1:
-            get_native_pool().run(self.kernel.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+            get_native_pool().run(self._address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
                                   self.items, 1, self.scratch.base, self.scratch.stride)
         else:
-            self.kernel.fn(self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+            self._fn(self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
 
 
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
@@ -203,8 +256,9 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
     chunks = -(-m // chunk_rows)
     ptrs = (ctypes.c_void_p * 4)(a.ctypes.data, operand.ctypes.data, out.ctypes.data,
                                  None if bias is None else bias.ctypes.data)
-    pack = packed is None and k * ldb * 4 >= PACK_MIN_BYTES
-    dims = (ctypes.c_int64 * 14)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
-                                 chunks, chunk_rows, int(pack))
-    scratch = scratchpads(threads, k * kernel.nr * 4 if pack else 0)
+    pack = packed is None and copies_panels(k, ldb)
+    dims = (ctypes.c_int64 * 16)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
+                                 chunks, chunk_rows, int(pack), int(packed is not None), kernel.k_block(k))
+    partial = packed is None and n % kernel.nr != 0   # its last panel is copied, zero-padded
+    scratch = scratchpads(threads, k * kernel.nr * 4 if pack or partial else 0)
     return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias)

@@ -8,7 +8,9 @@ a -ffast-math object makes the process flush denormals to zero):
 -fno-math-errno lets lane loops over sqrtf/fmaf become vector instructions; -ffp-contract=off keeps
 a*b+c unfused except where the math library asks for an FMA (vm_fma), exactly where the LLVM target
 emits llvm.fmuladd, so both targets compute the same bits (several algorithms need exact products);
--Wno-psabi silences GCC's note about passing 64-byte vectors. The source goes in on stdin.
+-Wno-psabi silences GCC's note about passing 64-byte vectors. The source goes in on stdin. When
+`SNIPJIT_ISA` forces a lower level (`targets.isa`), -march=native becomes that level's generic CPU
+(-march=x86-64-v3 for avx2) tuned for the host.
 
 A compiled kernel is the bytes of its .so, so the kernel cache can store it like LLVM object code.
 Loading writes the bytes to a file in a per-process directory under a name never used before in this
@@ -33,7 +35,7 @@ from pathlib import Path
 from ...snippets.target_machine import TargetError
 
 INCLUDE_DIR = Path(__file__).resolve().parent
-FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off", "-Wno-psabi",
+FLAGS = ("-O3", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off", "-Wno-psabi",
          "-std=gnu11", "-pipe")
 COMPILERS = ("gcc", "cc")
 
@@ -55,10 +57,16 @@ def find_compiler() -> str:
 @dataclass(frozen=True)
 class CCompiler:
     path: str
+    arch: tuple[str, ...] = ("-march=native",)   # the instruction sets kernels are compiled for
 
     @staticmethod
     def find() -> "CCompiler":
-        return CCompiler(find_compiler())
+        from .. import isa
+        return CCompiler(find_compiler(), isa.gcc_arch_flags(isa.current()))
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return FLAGS[:1] + self.arch + FLAGS[1:]
 
     def _run(self, args: list[str], stdin: str = "") -> str:
         proc = subprocess.run([self.path, *args], input=stdin, capture_output=True, text=True)
@@ -72,15 +80,15 @@ class CCompiler:
 
     @functools.cached_property
     def native_macros(self) -> frozenset[str]:
-        """The macros `-march=native` predefines: the instruction sets kernels may use."""
-        out = self._run(["-march=native", "-dM", "-E", "-x", "c", "-"], "")
+        """The macros the architecture flags predefine: the instruction sets kernels may use."""
+        out = self._run([*self.arch, "-dM", "-E", "-x", "c", "-"], "")
         return frozenset(line.split()[1] for line in out.splitlines() if line.startswith("#define "))
 
     @property
     def identity(self) -> str:
         """What makes this compiler's code differ: its version, the host's ISA, flags and vmath.h."""
         digest = hashlib.sha256()
-        for part in (self.path, self.version, " ".join(FLAGS), *sorted(self.native_macros)):
+        for part in (self.path, self.version, " ".join(self.flags), *sorted(self.native_macros)):
             digest.update(part.encode() + b"\0")
         digest.update((INCLUDE_DIR / "vmath.h").read_bytes())
         return digest.hexdigest()[:32]
@@ -89,12 +97,12 @@ class CCompiler:
         """The shared object of a C source, as bytes."""
         with tempfile.TemporaryDirectory(prefix="snipjit-cc-") as tmp:
             out = Path(tmp) / "kernel.so"
-            self._run([*FLAGS, f"-I{INCLUDE_DIR}", "-x", "c", "-", "-o", str(out)], source)
+            self._run([*self.flags, f"-I{INCLUDE_DIR}", "-x", "c", "-", "-o", str(out)], source)
             return out.read_bytes()
 
     def assembly(self, source: str) -> str:
         """The assembly gcc produces for a source (for debugging)."""
-        flags = [f for f in FLAGS if f not in ("-shared",)]
+        flags = [f for f in self.flags if f not in ("-shared",)]
         return self._run([*flags, f"-I{INCLUDE_DIR}", "-S", "-x", "c", "-", "-o", "-"], source)
 
 

@@ -13,7 +13,7 @@ def i64(v: int) -> ir.Constant:
 class CountedLoop:
     """The caller emits the body between `enter` and `leave`; `phi` adds values carried around it."""
 
-    def __init__(self, b: ir.IRBuilder, name: str, start, stop, step: int):
+    def __init__(self, b: ir.IRBuilder, name: str, start, stop, step: int | ir.Value):
         self.b, self.step = b, step
         fn = b.function
         self.head = fn.append_basic_block(f"{name}.head")
@@ -38,7 +38,8 @@ class CountedLoop:
 
     def leave(self, carried: list[tuple[ir.PhiInstr, ir.Value]] = ()) -> None:
         b = self.b
-        self.index.add_incoming(b.add(self.index, i64(self.step)), b.block)
+        step = self.step if isinstance(self.step, ir.Value) else i64(self.step)
+        self.index.add_incoming(b.add(self.index, step), b.block)
         for phi, value in carried:
             phi.add_incoming(value, b.block)
         b.branch(self.head)

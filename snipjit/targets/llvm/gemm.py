@@ -1,22 +1,33 @@
-"""A register-blocked f32 GEMM kernel for the host CPU: C = A @ B (+ bias), batched.
+"""A register-blocked f32 GEMM microkernel for an ISA level: C = A @ B (+ bias), batched.
 
-The output is cut into panels of `NR = vectors × lanes` columns and chunks of rows; a work item is one
-chunk of one panel of one batch entry (chunks fastest, so neighbouring items share B's panel), so the kernel follows the `KernelFunction` ABI and runs on the native pool like any snippet:
-`fn(ptrs, dims, begin, end, scratch)` computes work items [begin, end). For each panel, blocks of
-`MR` rows keep MR × vectors accumulators in registers over the whole K loop: per k, `vectors` loads of
-B, MR broadcasts of A, MR × vectors FMAs (6 × 4 on AVX-512: 24 of the 32 registers accumulate).
+The register block is `mr` rows × `vectors` vectors of `lanes` floats (NR = vectors · lanes columns);
+`register_blocks` derives it from the ISA description (`targets.isa`), `runtime.gemm` picks one per product. The output is cut into panels of
+NR columns and chunks of rows; a work item is one chunk of one panel of one batch entry (chunks
+fastest, so neighbouring items share B's panel), so the kernel follows the `KernelFunction` ABI and runs
+on the native pool like any snippet: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end).
 
 - ptrs: A, B, C, bias (null: none; else one value per column, added before the store)
-- dims: M, K, N, lda, ldb, b_panel_stride, ldc, panels, a_batch, b_batch, c_batch, chunks, chunk_rows,
-  pack (strides in elements; b_panel_stride is NR for a row-major B, or K*NR for B packed panel by
-  panel; chunk_rows a multiple of MR; pack != 0: each work item first copies its K × NR panel of B
-  into the thread's scratchpad, so the FMA loop streams it instead of striding across pages)
+- dims: see `DIMS`. Strides are in elements. b_panel_stride is NR for a row-major B, K·NR for B packed
+  panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N). `pack` != 0:
+  each work item first copies its K × NR panel into the thread's scratchpad (zeros past N), so the FMA
+  loop streams it; a row-major B's last, partial panel is always copied that way. `kc`: the depth of a
+  K block — the rows of a block accumulate over kc steps of K, store, and the next block reloads them,
+  so the kc × NR slice of B being read stays in cache (kc ≥ K: no blocking).
 
-Edge handling without extra code paths: the last panel loads and stores under a lane mask (columns
-beyond N are never touched), and a last row block shorter than MR clamps its rows to M-1 — the
-duplicated rows compute the same values and store them to the same place.
+The hot K loop therefore only ever reads full, contiguous B rows: no masked loads (which AVX2 turns into
+slow vmaskmov and whose masks would occupy vector registers). It is unrolled `unroll` times. Per k:
+`vectors` loads of B, `mr` broadcasts of A, mr × vectors FMAs. Edges: a partial last panel stores (and,
+when K is blocked, reloads) under a lane mask, outside the K loop; a last row block shorter than mr
+clamps its rows to M-1 — the duplicated rows compute the same values and store them to the same place;
+when at most half a block is left, a block of half the height does it (M=128: 5% faster with 6-row blocks).
+
+No software prefetch: prefetching B 8 or 16 rows ahead measured no gain on AVX-512 or AVX2 (the K loop
+reads B and A's rows sequentially, which the hardware prefetchers follow), and A is not packed (the
+broadcasts read its rows in place at 95–100% of the FMA peak on one thread).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -26,67 +37,195 @@ F32 = ir.FloatType()
 I32 = ir.IntType(32)
 I1 = ir.IntType(1)
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
-        "chunks", "chunk_rows", "pack")
+        "chunks", "chunk_rows", "pack", "padded", "kc")
 
 
-def _pack_panel(b: ir.IRBuilder, d: dict, panel, scratch, masks, load, vec, lanes: int, nr: int):
-    """When dims["pack"] is set, copy the K × NR panel at `panel` (row stride ldb, lanes past N as 0)
-    to `scratch`; returns where the FMA loop reads B and its row stride."""
-    fn = b.function
-    start = b.block
-    copy, done = fn.append_basic_block("pack"), fn.append_basic_block("packed")
-    b.cbranch(b.icmp_signed("!=", d["pack"], _c(0)), copy, done)
-    b.position_at_end(copy)
-    rows = CountedLoop(b, "pack.k", _c(0), d["K"], 1)
-    rows.enter()
-    src = b.gep(panel, [b.mul(rows.index, d["ldb"])], source_etype=F32)
-    dst = b.gep(scratch, [b.mul(rows.index, _c(nr))], source_etype=F32)
-    for v, mask in enumerate(masks):
-        value = b.call(load, [b.gep(src, [_c(v * lanes)], source_etype=F32), ir.Constant(I32, 4), mask,
-                              ir.Constant(vec, None)])
-        b.store(value, b.gep(dst, [_c(v * lanes)], source_etype=F32), align=4)
-    rows.leave()
-    copied = b.block
-    b.branch(done)
-    b.position_at_end(done)
-    base = b.phi(ir.PointerType())
-    base.add_incoming(panel, start)
-    base.add_incoming(scratch, copied)
-    stride = b.phi(I64)
-    stride.add_incoming(d["ldb"], start)
-    stride.add_incoming(_c(nr), copied)
-    return base, stride
+@dataclass(frozen=True)
+class MicroKernel:
+    """The shape of one generated kernel."""
+    mr: int         # rows of the register block
+    vectors: int    # vectors per row of the block
+    lanes: int      # f32 lanes per vector (the ISA level's width)
+    unroll: int     # K steps per iteration of the hot loop
+    fused: bool = True   # FMA instructions (else a multiply and an add)
+
+    @property
+    def nr(self) -> int:
+        return self.vectors * self.lanes
+
+    @property
+    def name(self) -> str:
+        return f"snipjit_gemm_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
 
 
-def gemm_module(name: str, mr: int, vectors: int, lanes: int) -> ir.Module:
-    """The module defining kernel `name` for MR = `mr` rows and NR = `vectors`·`lanes` columns."""
-    vec = ir.VectorType(F32, lanes)
-    mask_t = ir.VectorType(I1, lanes)
-    nr = vectors * lanes
-    module = ir.Module(name)
-    ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
-    fn.args[4].name = "scratch"
-    fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
-    load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]), f"llvm.masked.load.v{lanes}f32.p0")
-    store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
-                        f"llvm.masked.store.v{lanes}f32.p0")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    ptrs, dims, begin, end, scratch = fn.args
-    A, B, C, bias = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr) for i in range(4))
-    d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
-    lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    zero = ir.Constant(vec, None)
-    has_bias = b.icmp_unsigned("!=", b.ptrtoint(bias, I64), _c(0))
+def register_blocks(registers: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(wide, narrow) register blocks (rows, vectors, unroll) for a register file. Each keeps rows ×
+    vectors accumulators plus a register per vector of B and one for the broadcast of A. `wide` loads
+    the fewest bytes per FMA; `narrow`, two vectors wide, pads a narrow N less. Measured (one thread,
+    the products of the benchmark `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA peak and 7×2
+    nearly as much; 12×2, 8×3 and 8×2 unrolled spill (LLVM hoists the broadcasts of A, and runs out of
+    general registers for the rows of A; 7×2 unrolled by hand spills a register on some CPUs); on 16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills). LLVM unrolls an un-unrolled loop twice."""
+    if registers >= 32:
+        return (6, 4, 4), (7, 2, 1)
+    return (4, 3, 4), (6, 2, 4)
 
-    def splat(value, typ):
+
+class _Builder:
+    """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
+
+    def __init__(self, shape: MicroKernel):
+        self.shape = shape
+        lanes = shape.lanes
+        self.vec = vec = ir.VectorType(F32, lanes)
+        self.mask_t = mask_t = ir.VectorType(I1, lanes)
+        self.module = module = ir.Module(shape.name)
+        ptr = ir.PointerType()
+        self.fn = fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), shape.name)
+        self.fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
+        self.masked_load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]),
+                                       f"llvm.masked.load.v{lanes}f32.p0")
+        self.masked_store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
+                                        f"llvm.masked.store.v{lanes}f32.p0")
+        self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ptrs, dims, self.begin, self.end, self.scratch = fn.args
+        self.A, self.B, self.C, self.bias = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr)
+                                             for i in range(4))
+        self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
+        self.zero = ir.Constant(vec, None)
+
+    def at(self, base, index):
+        return self.b.gep(base, [index], source_etype=F32)
+
+    def multiply_add(self, a, b, c):
+        if self.shape.fused:
+            return self.b.call(self.fma, [a, b, c])
+        return self.b.fadd(self.b.fmul(a, b), c)
+
+    def splat(self, value, typ):
+        b, lanes = self.b, self.shape.lanes
         v = b.insert_element(ir.Constant(ir.VectorType(typ, lanes), None), value, ir.Constant(I32, 0))
         return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
-    def at(base, index):
-        return b.gep(base, [index], source_etype=F32)
+    def load(self, address, mask=None):
+        if mask is None:
+            return self.b.load(address, typ=self.vec, align=4)
+        return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, self.zero])
 
-    work = CountedLoop(b, "work", begin, end, 1)
+    def store(self, value, address, mask=None):
+        if mask is None:
+            self.b.store(value, address, align=4)
+        else:
+            self.b.call(self.masked_store, [value, address, ir.Constant(I32, 4), mask])
+
+    def branches(self, condition, then, otherwise) -> list:
+        """Emit `then()` if condition else `otherwise()`; each returns a list of values, merged by phis."""
+        b, fn = self.b, self.b.function
+        yes, no, done = (fn.append_basic_block(n) for n in ("then", "else", "merge"))
+        b.cbranch(condition, yes, no)
+        results = []
+        for block, emit in ((yes, then), (no, otherwise)):
+            b.position_at_end(block)
+            results.append((emit(), b.block))
+            b.branch(done)
+        b.position_at_end(done)
+        merged = []
+        for i, value in enumerate(results[0][0]):
+            phi = b.phi(value.type)
+            for values, block in results:
+                phi.add_incoming(values[i], block)
+            merged.append(phi)
+        return merged
+
+
+def _copy_panel(g: _Builder, panel, masks, copy) -> tuple:
+    """When `copy` holds, copy the K × NR panel at `panel` (row stride ldb, lanes past N as 0) to the
+    scratchpad; returns where the FMA loop reads B and its row stride."""
+    b, d, shape = g.b, g.d, g.shape
+
+    def copied():
+        rows = CountedLoop(b, "pack.k", _c(0), d["K"], 1)
+        rows.enter()
+        src = g.at(panel, b.mul(rows.index, d["ldb"]))
+        dst = g.at(g.scratch, b.mul(rows.index, _c(shape.nr)))
+        for v, mask in enumerate(masks):
+            g.store(g.load(g.at(src, _c(v * shape.lanes)), mask), g.at(dst, _c(v * shape.lanes)))
+        rows.leave()
+        return [g.scratch, _c(shape.nr)]
+
+    return tuple(g.branches(copy, copied, lambda: [panel, d["ldb"]]))
+
+
+def _k_loop(g: _Builder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb):
+    """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators."""
+    b, shape = g.b, g.shape
+    loop = CountedLoop(b, name, start, b.sub(stop, _c(step - 1)), step)
+    carried = [[loop.phi(g.vec, acc[j][v]) for v in range(shape.vectors)] for j in range(len(a_rows))]
+    loop.enter()
+    current = carried
+    for u in range(step):
+        k = b.add(loop.index, _c(u)) if u else loop.index
+        b_row = g.at(b_base, b.mul(k, ldb))
+        bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(shape.vectors)]
+        updated = []
+        for j in range(len(a_rows)):
+            a = g.splat(b.load(g.at(a_rows[j], k), typ=F32), F32)
+            updated.append([g.multiply_add(a, bv[v], current[j][v]) for v in range(shape.vectors)])
+        current = updated
+    loop.leave([(carried[j][v], current[j][v]) for j in range(len(a_rows)) for v in range(shape.vectors)])
+    return carried, loop.index
+
+
+@dataclass
+class _Panel:
+    """What the row blocks of one K block of one panel share."""
+    k0: ir.Value           # the K block [k0, k1)
+    k1: ir.Value
+    a_base: ir.Value       # A, B (panel) and C (panel) of the batch entry
+    b_base: ir.Value
+    ldb: ir.Value
+    c_base: ir.Value
+    initial: list          # the accumulators' start (bias or zero), per vector
+    masks: list            # the columns inside N, per vector
+    full: ir.Value         # the panel lies inside N (no masks needed)
+
+
+def _row_block(g: _Builder, p: _Panel, rows: list) -> None:
+    """Accumulate the rows `rows` (row indices, mr or fewer) of the panel over the K block and store them.
+    Whole blocks give rows r0 + j, so the addresses of A's rows are one pointer plus multiples of lda."""
+    b, d, shape = g.b, g.d, g.shape
+    mr, vectors, lanes = len(rows), shape.vectors, shape.lanes
+    a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
+    c_rows = [g.at(p.c_base, b.mul(r, d["ldc"])) for r in rows]
+
+    def reload():   # a later K block continues the sums the previous one stored
+        return [g.load(g.at(c_rows[j], _c(v * lanes)), p.masks[v]) for j in range(mr) for v in range(vectors)]
+
+    start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
+                       lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
+    acc = [start[j * vectors:(j + 1) * vectors] for j in range(mr)]
+    acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
+    if shape.unroll > 1:
+        acc, _ = _k_loop(g, "ktail", k, p.k1, 1, acc, a_rows, p.b_base, p.ldb)
+
+    def store(masked: bool):
+        def emit():
+            for j in range(mr):
+                for v in range(vectors):
+                    g.store(acc[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
+            return []
+        return emit
+
+    g.branches(p.full, store(False), store(True))
+
+
+def gemm_module(shape: MicroKernel) -> ir.Module:
+    """The module defining kernel `shape.name`."""
+    g = _Builder(shape)
+    b, d, mr, vectors, lanes, nr = g.b, g.d, shape.mr, shape.vectors, shape.lanes, shape.nr
+    lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    has_bias = b.icmp_unsigned("!=", b.ptrtoint(g.bias, I64), _c(0))
+
+    work = CountedLoop(b, "work", g.begin, g.end, 1)
     work.enter()
     per_batch = b.mul(d["panels"], d["chunks"])
     batch = b.sdiv(work.index, per_batch)
@@ -95,41 +234,46 @@ def gemm_module(name: str, mr: int, vectors: int, lanes: int) -> ir.Module:
     chunk_end = b.add(first_row, d["chunk_rows"])
     rows_end = b.select(b.icmp_signed("<", chunk_end, d["M"]), chunk_end, d["M"])
     n0 = b.mul(panel, _c(nr))
-    a_base = at(A, b.mul(batch, d["a_batch"]))
-    b_base = at(B, b.add(b.mul(batch, d["b_batch"]), b.mul(panel, d["b_panel_stride"])))
-    c_base = at(C, b.add(b.mul(batch, d["c_batch"]), n0))
+    a_base = g.at(g.A, b.mul(batch, d["a_batch"]))
+    b_panel = g.at(g.B, b.add(b.mul(batch, d["b_batch"]), b.mul(panel, d["b_panel_stride"])))
+    c_base = g.at(g.C, b.add(b.mul(batch, d["c_batch"]), n0))
     left = b.sub(d["N"], n0)
-    masks = [b.icmp_signed("<", lane_ids, splat(b.sub(left, _c(v * lanes)), I64)) for v in range(vectors)]
-    b_base, ldb = _pack_panel(b, d, b_base, scratch, masks, load, vec, lanes, nr)
-    bias_masks = [b.and_(m, splat(has_bias, I1)) for m in masks]
-    initial = [b.call(load, [at(bias, b.add(n0, _c(v * lanes))), ir.Constant(I32, 4), bias_masks[v], zero])
-               for v in range(vectors)]
+    full = b.icmp_signed(">=", left, _c(nr))
+    masks = [b.icmp_signed("<", lane_ids, g.splat(b.sub(left, _c(v * lanes)), I64)) for v in range(vectors)]
+    copy = b.or_(b.icmp_signed("!=", d["pack"], _c(0)),
+                 b.and_(b.icmp_signed("==", d["padded"], _c(0)), b.not_(full)))
+    b_base, ldb = _copy_panel(g, b_panel, masks, copy)
+    bias_masks = [b.and_(m, g.splat(has_bias, I1)) for m in masks]
+    initial = [g.load(g.at(g.bias, b.add(n0, _c(v * lanes))), bias_masks[v]) for v in range(vectors)]
+
+    blocks = CountedLoop(b, "kblock", _c(0), d["K"], d["kc"])
+    blocks.enter()
+    k0 = blocks.index
+    k_end = b.add(k0, d["kc"])
+    k1 = b.select(b.icmp_signed("<", k_end, d["K"]), k_end, d["K"])
+
+    panel_state = _Panel(k0, k1, a_base, b_base, ldb, c_base, initial, masks, full)
+    rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
+    rows.enter()
+    _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)])
+    rows.leave()
     last_row = b.sub(d["M"], _c(1))
 
-    rows = CountedLoop(b, "rows", first_row, rows_end, mr)
-    rows.enter()
-    row_index = []
-    for j in range(mr):
-        r = b.add(rows.index, _c(j))
-        row_index.append(b.select(b.icmp_signed("<", r, d["M"]), r, last_row))
-    a_rows = [at(a_base, b.mul(r, d["lda"])) for r in row_index]
+    def last_block(height: int):   # fewer than mr rows left: the rows past M repeat row M-1
+        def emit():
+            rows_left = [b.add(rows.index, _c(j)) for j in range(height)]
+            _row_block(g, panel_state, [b.select(b.icmp_signed("<", r, d["M"]), r, last_row) for r in rows_left])
+            return []
+        return emit
 
-    ks = CountedLoop(b, "k", _c(0), d["K"], 1)
-    acc = [[ks.phi(vec, initial[v]) for v in range(vectors)] for _ in range(mr)]
-    ks.enter()
-    b_row = at(b_base, b.mul(ks.index, ldb))
-    bv = [b.call(load, [at(b_row, _c(v * lanes)), ir.Constant(I32, 4), masks[v], zero]) for v in range(vectors)]
-    updated = []
-    for j in range(mr):
-        a = splat(b.load(at(a_rows[j], ks.index), typ=F32), F32)
-        updated.append([b.call(fma, [a, bv[v], acc[j][v]]) for v in range(vectors)])
-    ks.leave([(acc[j][v], updated[j][v]) for j in range(mr) for v in range(vectors)])
-
-    for j in range(mr):
-        c_row = at(c_base, b.mul(row_index[j], d["ldc"]))
-        for v in range(vectors):
-            b.call(store, [acc[j][v], at(c_row, _c(v * lanes)), ir.Constant(I32, 4), masks[v]])
-    rows.leave()
+    half = mr // 2
+    short = b.icmp_signed("<=", b.sub(rows_end, rows.index), _c(half))
+    left_over = b.icmp_signed("<", rows.index, rows_end)
+    if half:   # at most half a block left: a half-height block wastes less
+        g.branches(left_over, lambda: g.branches(short, last_block(half), last_block(mr)), lambda: [])
+    else:
+        g.branches(left_over, last_block(mr), lambda: [])
+    blocks.leave()
     work.leave()
     b.ret_void()
-    return module
+    return g.module

@@ -1,7 +1,8 @@
 """Host-tuned LLVM JIT: parse, verify, optimise at O3 and load LLVM IR into executable memory.
 
 Everything is compiled for the CPU this process runs on (its name *and* feature string): a
-default target machine only assumes SSE2, which would throw away AVX2/AVX-512.
+default target machine only assumes SSE2, which would throw away AVX2/AVX-512. `SNIPJIT_ISA` may force
+a lower instruction-set level (see `targets.isa`): the features above it are then switched off.
 
 Thread safety: llvmlite serialises every call into libllvmlite behind one process-wide lock
 (``llvmlite.binding.ffi.lib``), so the LLVM side of concurrent compiles never overlaps; the GIL
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from .. import isa
+
 
 class JitError(RuntimeError):
     """LLVM IR that does not parse or verify, or a symbol the compiled module does not define."""
@@ -37,12 +40,13 @@ class HostInfo:
         return f"+{name}" in self.features.split(",")
 
     @property
+    def level(self) -> isa.IsaLevel:
+        """The instruction-set level these features execute."""
+        return isa.highest_level(self.features)
+
+    @property
     def vector_bits(self) -> int:
-        if self.has_feature("avx512f"):
-            return 512
-        if self.has_feature("avx2"):
-            return 256
-        return 128
+        return self.level.vector_bits
 
     def vector_lanes(self, dtype_bits: int = 32) -> int:
         """Lanes of a ``dtype_bits`` element type in one native vector register."""
@@ -59,19 +63,22 @@ def _initialize() -> None:
         llvm.initialize_native_asmprinter()
 
 
-@functools.cache
 def host() -> HostInfo:
+    """The CPU code is compiled for: the host's, at the level `SNIPJIT_ISA` asks for (default: its own)."""
+    return _host(isa.requested_level())  # (cached per level: a test may switch levels)
+
+
+@functools.cache
+def _host(level: str | None) -> HostInfo:
     _initialize()
-    return HostInfo(
-        triple=llvm.get_process_triple(),
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-    )
+    chosen = isa.select_for_host(level)
+    return HostInfo(triple=llvm.get_process_triple(), cpu=chosen.cpu, features=chosen.features)
 
 
-def create_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
-    """A target machine for the host CPU. Each MCJIT engine owns its own, so make one per use."""
-    info = host()
+def create_target_machine(opt_level: int = 3, cpu: HostInfo | None = None) -> llvm.TargetMachine:
+    """A target machine for the host CPU (or `cpu`). Each MCJIT engine owns its own, so make one per use."""
+    _initialize()
+    info = cpu or host()
     target = llvm.Target.from_triple(info.triple)
     return target.create_target_machine(
         cpu=info.cpu, features=info.features, opt=opt_level, jit=True
@@ -122,8 +129,9 @@ def _optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, opt_level: in
     passes.getModulePassManager().run(module, passes)
 
 
-def optimized_module(source: str | ir.Module, opt_level: int = 3) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
-    """Parse, verify and optimise ``source`` for the host CPU; the module and its target machine."""
+def optimized_module(source: str | ir.Module, opt_level: int = 3, cpu: HostInfo | None = None
+                     ) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+    """Parse, verify and optimise ``source`` for the host CPU (or `cpu`); the module and its target machine."""
     _initialize()
     try:
         module = llvm.parse_assembly(str(source))
@@ -133,11 +141,19 @@ def optimized_module(source: str | ir.Module, opt_level: int = 3) -> tuple[llvm.
         module.verify()
     except RuntimeError as exc:
         raise JitError(f"LLVM IR does not verify: {exc}") from None
-    machine = create_target_machine(opt_level)
+    machine = create_target_machine(opt_level, cpu)
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     _optimize(module, machine, opt_level)
     return module, machine
+
+
+def assembly_for(source: str | ir.Module, cpu: str, features: str = "", opt_level: int = 3) -> str:
+    """The assembly of ``source`` compiled for another x86 CPU (LLVM's name; `features` adjust its
+    defaults): how generated code looks on machines other than this one."""
+    target = HostInfo(host().triple, cpu, features)
+    module, machine = optimized_module(source, opt_level, target)
+    return machine.emit_assembly(module)
 
 
 def compile(source: str | ir.Module, *, opt_level: int = 3) -> CompiledModule:

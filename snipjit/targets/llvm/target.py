@@ -25,16 +25,20 @@ class LLVMTarget(TargetMachine):
     supports_checked = True
 
     def __init__(self, vector_lanes: int | None = None):
-        self.host = jit.host()
-        self._lanes = vector_lanes or self.host.vector_lanes(32)
+        self._fixed_lanes = vector_lanes
+
+    @property
+    def host(self) -> jit.HostInfo:
+        """The CPU and ISA level code is generated for (follows SNIPJIT_ISA)."""
+        return jit.host()
 
     @property
     def vector_lanes(self) -> int:
-        return self._lanes
+        return self._fixed_lanes or self.host.level.f32_lanes
 
     @property
     def registers(self) -> dict[str, int]:
-        return {"vec": 32 if self.host.has_feature("avx512f") else 16, "gpr": 64}
+        return {"vec": self.host.level.vector_registers, "gpr": 64}
 
     def supports(self, op: str) -> bool:
         return op in _CONTROL or op in _COMPUTE
@@ -61,7 +65,7 @@ class LLVMTarget(TargetMachine):
         return KernelFunction(name, loaded.cfunc(name, None, *argtypes), "", loaded, checked=checked)
 
     def cache_key(self) -> str:
-        return f"llvm|{self.host.cpu}|{self.host.features}|{self._lanes}"
+        return f"llvm|{self.host.cpu}|{self.host.features}|{self.vector_lanes}"
 
 
 def _assembly(optimized_ir: str) -> str:

@@ -1,0 +1,50 @@
+"""The GEMM microkernel's machine code on CPUs other than this one (LLVM compiles for any x86 CPU name):
+the hot K loop of every register block the runtime uses holds its FMAs, no masked load or store and no
+stack access (no register spills), on AVX2 and on AVX-512 CPUs."""
+import re
+
+import pytest
+
+from snipjit.targets import isa
+from snipjit.targets.llvm import jit
+from snipjit.targets.llvm.gemm import MicroKernel, gemm_module, register_blocks
+
+CPUS = [("haswell", isa.AVX2), ("znver3", isa.AVX2), ("skylake-avx512", isa.AVX512), ("znver4", isa.AVX512)]
+
+
+def innermost_loops(asm: str) -> list[list[str]]:
+    """The instructions of each innermost loop: from a label to the backward jump to it, with no other
+    such loop inside."""
+    lines = asm.splitlines()
+    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\S+:", line)}
+    loops = []
+    for end, line in enumerate(lines):
+        jump = re.match(r"\s+j\w+\s+(\.LBB\S+)", line)
+        if jump and labels.get(jump.group(1), end) < end:
+            loops.append((labels[jump.group(1)], end))
+    inner = [r for r in loops if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in loops)]
+    return [lines[start:end + 1] for start, end in inner]
+
+
+def hot_loop(asm: str) -> list[str]:
+    return max(innermost_loops(asm), key=lambda body: sum("vfmadd" in line for line in body))
+
+
+@pytest.mark.parametrize("cpu, level", CPUS)
+@pytest.mark.parametrize("block", ["wide", "narrow"])
+def test_the_hot_k_loop_has_no_masks_and_no_spills(cpu, level, block):
+    mr, vectors, unroll = register_blocks(level.vector_registers)[block == "narrow"]
+    shape = MicroKernel(mr, vectors, level.f32_lanes, unroll)
+    loop = hot_loop(jit.assembly_for(gemm_module(shape), cpu))
+    register = "zmm" if level is isa.AVX512 else "ymm"
+    fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
+    assert fmas >= mr * vectors * unroll and fmas % (mr * vectors) == 0
+    assert not [line for line in loop if "maskmov" in line or "{%k" in line]
+    assert not [line for line in loop if "(%rsp)" in line]
+
+
+def test_the_portable_level_multiplies_and_adds_without_library_calls():
+    mr, vectors, unroll = register_blocks(isa.SSE.vector_registers)[0]
+    shape = MicroKernel(mr, vectors, isa.SSE.f32_lanes, unroll, fused=False)
+    asm = jit.assembly_for(gemm_module(shape), "x86-64-v2")
+    assert "call" not in asm and "mulps" in asm and "ymm" not in asm
