@@ -215,7 +215,7 @@ def fresh_process(cache_dir: Path, **env) -> dict:
     environment = {k: v for k, v in os.environ.items() if k != "SNIPJIT_CACHE"}
     environment |= {"SNIPJIT_CACHE_DIR": str(cache_dir), **env}
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=environment, capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
+                         check=True, cwd=Path(__file__).resolve().parents[3], timeout=120)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
