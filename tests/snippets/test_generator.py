@@ -4,6 +4,7 @@ fake target that records instead of compiling."""
 import pytest
 
 from lir_helpers import lowered
+from sample_graphs import WIDE
 from snipjit import parse_graph, print_graph
 from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.snippets.dataflow.pipeline import data_flow_pipeline
@@ -14,15 +15,6 @@ from snipjit.snippets.target_machine import Emitter, KernelFunction, TargetError
 
 PREPARATION = ["InitLiveRanges", "AssignRegisters", "InsertSpecificIterations", "CleanupLoopOffsets",
                "OptimizeLoopSingleEvaluation"]
-WIDE = """graph(x: f32[?], y: f32[?]) -> [z] {
-  [a] = Exp(x)
-  [b] = Sin(y)
-  [c] = Cos(x)
-  [d] = Tanh(y)
-  [e] = Add(a, b)
-  [f] = Mul(c, d)
-  [z] = Sub(e, f)
-}"""
 
 
 class RecordingEmitter(Emitter):

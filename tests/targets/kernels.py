@@ -6,22 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sample_graphs import WIDE  # noqa: F401  (the target tests take it from here)
 from snipjit import parse_graph
 from snipjit.snippets.subgraph_compiler import CompiledSnippet, compile_subgraph
 from snipjit.snippets.target_machine import TargetMachine
 
 GUARD = 64   # elements after each output buffer (at least two vectors of any target) that must stay untouched
 SENTINEL = {np.dtype(np.float32): np.float32(-12345.5), np.dtype(np.bool_): np.True_}
-# more values live at once in its loop than a target of three vector registers holds: it spills
-WIDE = """graph(x: f32[?], y: f32[?]) -> [z] {
-  [a] = Exp(x)
-  [b] = Sin(y)
-  [c] = Cos(x)
-  [d] = Tanh(y)
-  [e] = Add(a, b)
-  [f] = Mul(c, d)
-  [z] = Sub(e, f)
-}"""
 
 
 @dataclass

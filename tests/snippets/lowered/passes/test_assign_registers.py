@@ -6,7 +6,8 @@ from lir_helpers import lowered
 from snipjit.snippets.lowered.passes.assign_registers import AssignRegisters
 from snipjit.snippets.lowered.passes.init_live_ranges import InitLiveRanges
 
-WIDE = """graph(x: f32[64]) -> [z] {
+# four results of one input live together until they are summed pairwise
+MANY_LIVE = """graph(x: f32[64]) -> [z] {
   [a] = Exp(x)
   [b] = Sin(x)
   [c] = Cos(x)
@@ -44,7 +45,7 @@ def assignment(text: str, physical: dict[str, int]):
 
 
 def test_registers_are_reused_and_overlapping_values_never_share():
-    lir, intervals, mapping = assignment(WIDE, {"vec": 32, "gpr": 64})
+    lir, intervals, mapping = assignment(MANY_LIVE, {"vec": 32, "gpr": 64})
     assert set(mapping) == set(intervals)
     for kind in ("vec", "gpr"):
         used = {p for a, p in mapping.items() if a.kind == kind}
@@ -65,14 +66,14 @@ def test_a_chain_of_unary_ops_needs_one_data_register():
 
 
 def test_live_registers_are_mapped_too():
-    lir, _ = ranged(WIDE)
+    lir, _ = ranged(MANY_LIVE)
     AssignRegisters({"vec": 32, "gpr": 64}).run(lir)
     defined = {d.reg for e in lir.expressions for d in e.out_descs + e.in_descs if d.reg is not None}
     assert set().union(*(e.live_regs for e in lir.expressions)) <= defined
 
 
 def test_a_tiny_budget_reports_the_furthest_ending_value_and_assigns_nothing():
-    lir, intervals = ranged(WIDE)
+    lir, intervals = ranged(MANY_LIVE)
     cos = next(e for e in lir.expressions if e.op == "Cos")
     before = [[d.reg for d in e.in_descs + e.out_descs] for e in lir.expressions]
     assert AssignRegisters({"vec": 3, "gpr": 64}).run(lir) is False

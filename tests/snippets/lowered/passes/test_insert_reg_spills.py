@@ -9,7 +9,8 @@ from snipjit.snippets.lowered.passes.init_live_ranges import InitLiveRanges
 from snipjit.snippets.lowered.passes.insert_reg_spills import InsertRegSpills
 
 TINY = {"vec": 3, "gpr": 64}
-WIDE = """graph(x: f32[64]) -> [z] {
+# too many live values for three registers; Cos, the value spilled, has two users (two reloads)
+COS_USED_TWICE = """graph(x: f32[64]) -> [z] {
   [a] = Exp(x)
   [b] = Sin(x)
   [c] = Cos(x)
@@ -21,7 +22,7 @@ WIDE = """graph(x: f32[64]) -> [z] {
 }"""
 
 
-def overflowing(text: str = WIDE, registers=TINY):
+def overflowing(text: str = COS_USED_TWICE, registers=TINY):
     lir = lowered(text)
     InitLiveRanges().run(lir)
     assert AssignRegisters(registers).run(lir) is False
@@ -63,7 +64,7 @@ def test_after_spilling_the_registers_suffice():
 
 
 def test_no_candidates_no_change():
-    lir = lowered(WIDE)
+    lir = lowered(COS_USED_TWICE)
     InitLiveRanges().run(lir)
     AssignRegisters({"vec": 32, "gpr": 64}).run(lir)
     assert InsertRegSpills().run(lir) is False
