@@ -1,0 +1,174 @@
+"""The native thread pool's code in LLVM IR: `pool_run` publishes a kernel launch in a shared state block and
+takes chunks itself; `pool_worker` is each worker thread's loop (spin with `pause`, then sleep on a futex,
+claim chunks by ticket, count them done). The runtime's `parallel.native_threads` starts the threads and
+calls these; the layout of the state block below is the contract between the two.
+"""
+from __future__ import annotations
+
+SPIN_ROUNDS = 1 << 12   # `pause`s a worker spins (tens of microseconds) before it sleeps
+
+# State: i64 words, each group on its own cache line.
+GEN, BUSY, TICKET, DONE, SLEEPERS, STOP, PARK = 0, 8, 16, 24, 32, 40, 41
+FN, PTRS, DIMS, TOTAL, GRAIN, SCRATCH, STRIDE, SYSCALL = 48, 49, 50, 51, 52, 53, 54, 55
+STATE_WORDS = 56
+
+def module_source() -> str:
+    """The pool's LLVM IR (opaque pointers; the state is an array of i64 words)."""
+    w = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, int)}
+
+    def word(name: str) -> str:
+        return str(w[name])
+
+    # the published job: state word, IR value, type (the worker's scratch base is %scratch0)
+    job = [("FN", "fn", "ptr"), ("PTRS", "ptrs", "ptr"), ("DIMS", "dims", "ptr"), ("TOTAL", "total", "i64"),
+           ("GRAIN", "grain", "i64"), ("SCRATCH", "scratch", "ptr"), ("STRIDE", "stride", "i64")]
+    job_loads = "\n".join(
+        f"  %{v}p = getelementptr i64, ptr %s, i64 {w[f]}\n  %{v}{'0' if v == 'scratch' else ''} = load {t}, ptr %{v}p"
+        for f, v, t in job)
+    job_stores = "\n".join(f"  %{v}p = getelementptr i64, ptr %s, i64 {w[f]}\n  store {t} %{v}, ptr %{v}p"
+                            for f, v, t in job)
+
+    return f"""
+declare void @llvm.x86.sse2.pause()
+
+define private void @futex(ptr %s, i64 %op, i64 %val) {{
+  %sysp = getelementptr i64, ptr %s, i64 {word('SYSCALL')}
+  %sys = load ptr, ptr %sysp
+  %gen = getelementptr i64, ptr %s, i64 {word('GEN')}
+  %r = call i64 (i64, ...) %sys(i64 202, ptr %gen, i64 %op, i64 %val, ptr null)
+  ret void
+}}
+
+; run chunks of job `gen` until its items are all claimed; a claim is a compare-and-swap on the ticket
+; (job tag in the high half, next item in the low half), so a worker that wakes late, or reads the fields
+; of a job already over, claims nothing
+define private void @work(ptr %s, i64 %tid, i64 %gen) {{
+entry:
+{job_loads}
+  %offset = mul i64 %tid, %stride
+  %scratch = getelementptr i8, ptr %scratch0, i64 %offset
+  %ticketp = getelementptr i64, ptr %s, i64 {word('TICKET')}
+  %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
+  %tag = shl i64 %gen, 32
+  br label %claim
+claim:
+  %t = load atomic i64, ptr %ticketp acquire, align 8
+  %ttag = and i64 %t, -4294967296
+  %ours = icmp eq i64 %ttag, %tag
+  br i1 %ours, label %check, label %out
+check:
+  %lo = and i64 %t, 4294967295
+  %more = icmp slt i64 %lo, %total
+  br i1 %more, label %take, label %out
+take:
+  %end = add i64 %lo, %grain
+  %short = icmp slt i64 %end, %total
+  %hi = select i1 %short, i64 %end, i64 %total
+  %count = sub i64 %hi, %lo
+  %next = add i64 %t, %count
+  %cas = cmpxchg ptr %ticketp, i64 %t, i64 %next acq_rel acquire
+  %won = extractvalue {{ i64, i1 }} %cas, 1
+  br i1 %won, label %run, label %claim
+run:
+  call void %fn(ptr %ptrs, ptr %dims, i64 %lo, i64 %hi, ptr %scratch)
+  %ignored = atomicrmw add ptr %donep, i64 %count release
+  br label %claim
+out:
+  ret void
+}}
+
+define void @pool_worker(ptr %s, i64 %tid) {{
+entry:
+  %genp = getelementptr i64, ptr %s, i64 {word('GEN')}
+  %stopp = getelementptr i64, ptr %s, i64 {word('STOP')}
+  %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
+  %parkp = getelementptr i64, ptr %s, i64 {word('PARK')}
+  br label %idle
+idle:
+  ; generation 0 is the state's initial value: a job published before this worker started still counts
+  %seen = phi i64 [ 0, %entry ], [ %g, %finished ], [ %seen, %woke ]
+  br label %spin
+spin:
+  %rounds = phi i64 [ 0, %idle ], [ %rounds1, %pause ]
+  %g = load atomic i64, ptr %genp acquire, align 8
+  %new = icmp ne i64 %g, %seen
+  br i1 %new, label %job, label %check_stop
+check_stop:
+  %stop = load atomic i64, ptr %stopp acquire, align 8
+  %stopping = icmp ne i64 %stop, 0
+  br i1 %stopping, label %exit, label %maybe_sleep
+maybe_sleep:
+  %spun = icmp sge i64 %rounds, {SPIN_ROUNDS}
+  %park = load atomic i64, ptr %parkp monotonic, align 8
+  %parked = icmp ne i64 %park, 0
+  %tired = or i1 %spun, %parked
+  br i1 %tired, label %sleep, label %pause
+pause:
+  call void @llvm.x86.sse2.pause()
+  %rounds1 = add i64 %rounds, 1
+  br label %spin
+sleep:
+  %ignored = atomicrmw add ptr %sleepersp, i64 1 seq_cst
+  %g2 = load atomic i64, ptr %genp seq_cst, align 8
+  %still = icmp eq i64 %g2, %seen
+  br i1 %still, label %wait, label %woke
+wait:
+  %seen32 = and i64 %seen, 4294967295
+  call void @futex(ptr %s, i64 128, i64 %seen32)
+  br label %woke
+woke:
+  %ignored2 = atomicrmw sub ptr %sleepersp, i64 1 seq_cst
+  br label %idle
+job:
+  call void @work(ptr %s, i64 %tid, i64 %g)
+  br label %finished
+finished:
+  br label %idle
+exit:
+  ret void
+}}
+
+; 1 when the job ran on the pool, 0 when the pool was busy and it ran on the calling thread alone
+define i64 @pool_run(ptr %s, ptr %fn, ptr %ptrs, ptr %dims, i64 %total, i64 %grain, ptr %scratch,
+                     i64 %stride) {{
+entry:
+  %busyp = getelementptr i64, ptr %s, i64 {word('BUSY')}
+  %taken = cmpxchg ptr %busyp, i64 0, i64 1 acquire monotonic
+  %ok = extractvalue {{ i64, i1 }} %taken, 1
+  br i1 %ok, label %publish, label %inline
+inline:
+  call void %fn(ptr %ptrs, ptr %dims, i64 0, i64 %total, ptr %scratch)
+  ret i64 0
+publish:
+{job_stores}
+  %donep = getelementptr i64, ptr %s, i64 {word('DONE')}
+  store atomic i64 0, ptr %donep monotonic, align 8
+  %genp = getelementptr i64, ptr %s, i64 {word('GEN')}
+  %current = load atomic i64, ptr %genp monotonic, align 8
+  %job = add i64 %current, 1
+  %jobtag = shl i64 %job, 32
+  %ticketp = getelementptr i64, ptr %s, i64 {word('TICKET')}
+  store atomic i64 %jobtag, ptr %ticketp release, align 8
+  store atomic i64 %job, ptr %genp seq_cst, align 8
+  %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
+  %sleepers = load atomic i64, ptr %sleepersp seq_cst, align 8
+  %asleep = icmp sgt i64 %sleepers, 0
+  br i1 %asleep, label %wake, label %own
+wake:
+  call void @futex(ptr %s, i64 129, i64 2147483647)
+  br label %own
+own:
+  call void @work(ptr %s, i64 0, i64 %job)
+  br label %join
+join:   ; every item done (workers still asleep are not waited for: they will find the job over)
+  %done = load atomic i64, ptr %donep acquire, align 8
+  %all = icmp sge i64 %done, %total
+  br i1 %all, label %release, label %pause
+pause:
+  call void @llvm.x86.sse2.pause()
+  br label %join
+release:
+  store atomic i64 0, ptr %busyp release, align 8
+  ret i64 1
+}}
+"""
