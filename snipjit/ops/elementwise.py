@@ -87,10 +87,16 @@ def _softplus(x):
     return np.logaddexp(0, x)
 
 
+def _gated(x, gate):
+    """x · gate(x), where a gate of 0 gives a zero of x's sign: at x = -inf the product is the limit -0,
+    not inf · 0 = NaN (the generated kernels give the same)."""
+    return np.where(gate == 0, np.copysign(np.zeros_like(x), x), x * gate)
+
+
 def _gelu(x, approximate):
     if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+        return _gated(x, 0.5 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
+    return _gated(x, 0.5 * (1 + _erf(x / math.sqrt(2))))
 
 
 def _hard_sigmoid(x, alpha, beta):
@@ -106,11 +112,11 @@ unary("Selu", lambda x, alpha, gamma: gamma * np.where(x <= 0, alpha * np.expm1(
 unary("Celu", lambda x, alpha: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha)),
       attrs={"alpha": 1.0}, dtypes=FLOATS)
 unary("HardSigmoid", _hard_sigmoid, attrs={"alpha": 0.2, "beta": 0.5}, dtypes=FLOATS)
-unary("HardSwish", lambda x: x * _hard_sigmoid(x, 1 / 6, 0.5), dtypes=FLOATS)
+unary("HardSwish", lambda x: _gated(x, _hard_sigmoid(x, 1 / 6, 0.5)), dtypes=FLOATS)
 unary("Sigmoid", lambda x: 1 / (1 + np.exp(-x)), dtypes=FLOATS)
 unary("Softplus", _softplus, dtypes=FLOATS)
 unary("Softsign", lambda x: x / (1 + np.abs(x)), dtypes=FLOATS)
-unary("Mish", lambda x: x * np.tanh(_softplus(x)), dtypes=FLOATS)
+unary("Mish", lambda x: _gated(x, np.tanh(_softplus(x))), dtypes=FLOATS)
 unary("Gelu", _gelu, attrs={"approximate": "none"}, dtypes=FLOATS,
       check=one_of("approximate", ("none", "tanh")))
 unary("ThresholdedRelu", lambda x, alpha: np.where(x > alpha, x, 0), attrs={"alpha": 1.0}, dtypes=FLOATS)

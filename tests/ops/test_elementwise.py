@@ -184,6 +184,16 @@ def test_functions_give_ieee_specials():
     np.testing.assert_array_equal(run("Softplus", a([1000, -1000])), [1000, 0])
 
 
+@pytest.mark.parametrize("op, attrs", [("Gelu", {}), ("Gelu", {"approximate": "tanh"}), ("HardSwish", {}),
+                                       ("Mish", {})])
+def test_gated_activations_reach_their_limit_at_minus_inf(op, attrs):
+    """x · gate(x) with gate(-inf) = 0 is -0 there (the generated kernels agree), not inf · 0 = NaN."""
+    y = run(op, a([-np.inf, -0.0, np.inf, np.nan]), **attrs)
+    np.testing.assert_array_equal(np.signbit(y[:2]), [True, True])
+    np.testing.assert_array_equal(y[:3], [0, 0, np.inf])
+    assert np.isnan(y[3])
+
+
 def test_is_inf_detects_the_chosen_signs():
     x = a([np.inf, -np.inf, np.nan, 1])
     np.testing.assert_array_equal(run("IsInf", x), [True, True, False, False])
