@@ -24,9 +24,8 @@ FMA: a builder is made for one ISA level and knows whether it has an FMA instruc
 library never asks the builder for ``fma`` directly but through the helpers here, the only place
 the flag is read: ``fma`` (a*b + c, fused where the level has FMA, else rounded twice: for Horner
 steps and corrections), ``two_product`` (a*b = p + e exactly: one FMA, or Dekker's product of
-12-bit halves), ``mul_add_exact`` (a*b + c with the product exact: one FMA, or the sum of the
-two-product, correctly rounded where the sum cancels, as in Cody–Waite reductions and zero
-crossings) and ``mul_add_pair`` (a*b + c as a sum and its rounding error). On FMA levels they emit
+12-bit halves), ``mul_add_exact`` (a*b + c with the product exact: one FMA, or f64 lanes,
+correctly rounded where the sum cancels, as in Cody–Waite reductions and zero crossings) and ``mul_add_pair`` (a*b + c as a sum and its rounding error). On FMA levels they emit
 exactly the FMAs the algorithms were written with.
 """
 from __future__ import annotations
@@ -207,14 +206,17 @@ def two_product(a: Vec, b: Vec | float) -> tuple[Vec, Vec]:
 
 
 def mul_add_exact(a: Vec, b: Vec | float, c: Vec | float) -> Vec:
-    """a*b + c with the product exact: one FMA, or without one the two-product's p + c (Knuth's
-    two-sum) with the small parts added last: the same bits as the FMA but where a lane lies within
-    2**-48 of a rounding boundary. Infinite and NaN products give what fl(a*b) + c gives."""
+    """f32 a*b + c with the product exact: one FMA, or without one in f64 lanes, where the product
+    of two f32 is exact: the FMA's bits but where the f64 sum lies within 2**-53 of a boundary
+    between two f32 roundings (never where the sum cancels: Cody–Waite steps, zero crossings)."""
     if a.b.fused_multiply_add:
         return fma(a, b, c)
-    p, p_error = two_product(a, b)
-    s, s_error = two_sum(p, c if isinstance(c, Vec) else p.const(c))
-    return s + where(fabs(p) < math.inf, s_error + p_error, 0.0)
+    return (a.widen() * _wide(a, b) + _wide(a, c)).narrow()
+
+
+def _wide(like: Vec, value: Vec | float) -> Vec:
+    """An f32 operand (a Vec or a constant, rounded to f32 as renderers round constants) in f64 lanes."""
+    return value.widen() if isinstance(value, Vec) else like.const(value).widen()
 
 
 def mul_add_pair(a: Vec, b: Vec | float, c: float, c_low: float | None = None) -> tuple[Vec, Vec]:
