@@ -25,8 +25,9 @@ library never asks the builder for ``fma`` directly but through the helpers here
 the flag is read: ``fma`` (a*b + c, fused where the level has FMA, else rounded twice: for Horner
 steps and corrections), ``two_product`` (a*b = p + e exactly: one FMA, or Dekker's product of
 12-bit halves), ``mul_add_exact`` (a*b + c with the product exact: one FMA, or f64 lanes,
-correctly rounded where the sum cancels, as in Cody–Waite reductions and zero crossings) and ``mul_add_pair`` (a*b + c as a sum and its rounding error). On FMA levels they emit
-exactly the FMAs the algorithms were written with.
+correctly rounded where the sum cancels, as in Cody–Waite reductions and zero crossings) and
+``mul_add_pair`` (a*b + c as a sum and its rounding error). On FMA levels they emit exactly the
+FMAs the algorithms were written with.
 """
 from __future__ import annotations
 
