@@ -5,12 +5,14 @@ Every op the targets emit runs as a one-op body compiled by the Snippets compile
 values (NaN, ±inf, ±0, denormals, huge and tiny magnitudes) plus values from the op's domain, and must
 match the op's NumPy reference: within 4 ulp or 1e-6 relative per element of the reference evaluated in
 float64 (rounded to f32) or in f32, NaN where the reference is NaN, infinities exactly. Both targets
-render the same math library and emit the same IEEE operations, so they must also give the same bits.
+render the same math library and emit the same IEEE operations, so they must also give the same bits,
+at every ISA level this CPU can execute.
 
 Every kernel runs with guard elements after each output buffer, which must be left untouched.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import zlib
@@ -22,7 +24,10 @@ import pytest
 
 from snipjit.ops.common import evaluate
 from snipjit.snippets.supported_ops import ELEMENTWISE_OPS
-from snipjit.targets import TargetError, get_target
+from snipjit.snippets.target_machine import TargetMachine
+from snipjit.targets import TargetError, get_target, isa
+from snipjit.targets.c.target import CTarget
+from snipjit.targets.llvm.target import LLVMTarget
 import kernels
 from accuracy import assert_close
 from kernels import Kernel
@@ -46,8 +51,14 @@ EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0,
 
 
 # ---- compiling and running kernels ---------------------------------------------------------------------
-def compile_body(text: str, target: str) -> Kernel:
-    return kernels.compile_body(text, TARGETS[target], 1)
+def compile_body(text: str, target: str | TargetMachine) -> Kernel:
+    return kernels.compile_body(text, TARGETS[target] if isinstance(target, str) else target, 1)
+
+
+@functools.cache
+def targets_at(level: str) -> dict[str, TargetMachine]:
+    """Both targets as made while SNIPJIT_ISA selects `level` (the C target fixes its flags then)."""
+    return {"llvm": LLVMTarget(), "c": CTarget()}
 
 
 def reference(op: str, inputs: list[np.ndarray], attrs: dict | None = None, wide: bool = True) -> np.ndarray:
@@ -188,7 +199,7 @@ def test_every_supported_op_has_an_emitter_and_a_case_here(target: str):
     assert {p.values[0].op for p in CASES} == ELEMENTWISE_OPS
 
 
-def run_case(case: OpCase, target: str) -> tuple[list[np.ndarray], np.ndarray]:
+def run_case(case: OpCase, target: str | TargetMachine) -> tuple[list[np.ndarray], np.ndarray]:
     rng = np.random.default_rng(zlib.crc32(case.id.encode()))
     inputs = case_inputs(case, rng)
     n = len(inputs[0])
@@ -210,9 +221,9 @@ def test_op_matches_reference(case: OpCase, target: str):
 
 @NEEDS_C
 @pytest.mark.parametrize("case", CASES)
-def test_targets_agree_bit_for_bit(case: OpCase):
-    """Signed zeros included; NaN compares equal to NaN whatever its payload."""
-    (_, llvm), (_, c) = (run_case(case, target) for target in ("llvm", "c"))
+def test_targets_agree_bit_for_bit(case: OpCase, level: isa.IsaLevel):
+    """At every ISA level; signed zeros included; NaN compares equal to NaN whatever its payload."""
+    (_, llvm), (_, c) = (run_case(case, target) for target in targets_at(level.name).values())
     np.testing.assert_array_equal(c, llvm)
     if c.dtype == np.float32:
         np.testing.assert_array_equal(np.signbit(c), np.signbit(llvm))

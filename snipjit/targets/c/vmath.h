@@ -153,9 +153,10 @@ VM_INLINE vf vm_bool(int b) { return vm_from_mask((vi){} - (b != 0)); }
 
 /* ---- arithmetic the vector extensions lack ------------------------------------------------------------ */
 
-/* a*b + c rounded once where the CPU has FMA (the FMA instruction itself when GCC's builtin for this
-   width is at hand: a lane loop over __builtin_fmaf becomes the same instruction, but hundreds of them
-   slow the compile down), else rounded twice, as LLVM's llvm.fmuladd does. */
+/* a*b + c rounded once: the FMA instruction itself when GCC's builtin for this width is at hand (a lane
+   loop over __builtin_fmaf becomes the same instruction, but hundreds of them slow the compile down).
+   The math library asks for it only on ISA levels with FMA, exactly where the LLVM target emits
+   llvm.fmuladd; without FMA hardware the lane loop would call libm's fmaf (exact, but slow). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__FMA__)
 #if VM_LANES == 16 && defined(__AVX512F__)
 #define VM_FMA_F(a, b, c) __builtin_ia32_vfmaddps512_mask((a), (b), (c), (uint16_t)-1, 4)
@@ -174,24 +175,20 @@ VM_INLINE vf vm_bool(int b) { return vm_from_mask((vi){} - (b != 0)); }
 VM_INLINE vf vm_fma(vf a, vf b, vf c) {
 #if defined(VM_FMA_F)
     return VM_FMA_F(a, b, c);
-#elif defined(__FP_FAST_FMAF)
+#else
     vf r;
     for (int k = 0; k < VM_LANES; k++) r[k] = __builtin_fmaf(a[k], b[k], c[k]);
     return r;
-#else
-    return a * b + c;
 #endif
 }
 
 VM_INLINE vd vm_fmad(vd a, vd b, vd c) {
 #if defined(VM_FMA_D)
     return VM_FMA_D(a, b, c);
-#elif defined(__FP_FAST_FMA)
+#else
     vd r;
     for (int k = 0; k < VM_PART_LANES; k++) r[k] = __builtin_fma(a[k], b[k], c[k]);
     return r;
-#else
-    return a * b + c;
 #endif
 }
 

@@ -5,7 +5,8 @@ a ``static inline`` C function of ``vf`` operands; a kernel that uses it carries
 ``CVectorBuilder`` writes one C statement per vector operation (``vf t7 = t5 * t6;``), using only
 the primitives of vmath.h (vm_fma, vm_sqrt, vm_roundeven, vm_any, ...), so the C compiler sees the
 same IEEE operations in the same order as the LLVM renderer emits; -ffp-contract=off keeps it
-from fusing anything the definition does not fuse.
+from fusing anything the definition does not fuse, and vm_fma is asked for only on ISA levels with
+an FMA instruction, as the LLVM renderer's llvm.fmuladd.
 
 f64 and i64 values (the library's double-precision steps) are held in parts of ``part_lanes(lanes)``
 lanes, as vmath.h's ``vd``/``vl``: GCC vectors of doubles wider than a register turn into scalar code. A handle of a
@@ -19,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import isa
 from ..vmath import Vec, VectorBuilder, lookup
 
 _TYPES = {"f32": "vf", "i32": "vi", "m32": "vi", "f64": "vd", "i64": "vl", "m64": "vl"}
@@ -51,8 +53,9 @@ def c_literal(kind: str, number: float | int) -> str:
 class CVectorBuilder(VectorBuilder):
     """Writes the C statements of vector operations on ``lanes``-wide values into ``lines``."""
 
-    def __init__(self, lanes: int, indent: str = "    "):
+    def __init__(self, lanes: int, fused_multiply_add: bool, indent: str = "    "):
         self.lanes = lanes
+        self.fused_multiply_add = fused_multiply_add
         self.part_lanes = part_lanes(lanes)
         self.parts = lanes // self.part_lanes
         self.lines: list[str] = []
@@ -185,10 +188,11 @@ def function_name(name: str, params: dict) -> str:
     return f"vmath_{name}_{digest}"
 
 
-def render_function(name: str, params: dict, lanes: int) -> str:
-    """The C definition of math function ``name`` (with ``params``) for vectors of ``lanes`` lanes."""
+def render_function(name: str, params: dict, lanes: int, isa_level: isa.IsaLevel | None = None) -> str:
+    """The C definition of math function ``name`` (with ``params``) for vectors of ``lanes`` lanes, for
+    ``isa_level`` (default: the level kernels are compiled for, ``isa.current()``)."""
     op = lookup(name)
-    builder = CVectorBuilder(lanes)
+    builder = CVectorBuilder(lanes, (isa_level or isa.current().level).fused_multiply_add)
     operands = [f"x{i}" for i in range(op.arity)]
     result = op(*(Vec(builder, x, "f32") for x in operands), **params)
     signature = ", ".join(f"vf {x}" for x in operands)

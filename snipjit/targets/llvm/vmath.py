@@ -3,10 +3,13 @@
 ``LLVMVectorBuilder`` implements the library's vector operations with plain instructions and
 intrinsics that lower inline (llvm.fmuladd, sqrt, fabs, copysign, roundeven, and
 vector.reduce.or for branches), never libm calls. No fast-math flags: LLVM keeps every
-operation as written, and fmuladd fuses exactly where the C renderer's vm_fma does (hardware FMA).
+operation as written. The library asks for an FMA only on ISA levels with an FMA instruction, where
+llvm.fmuladd is that one instruction, as the C renderer's vm_fma; elsewhere it writes a multiply and
+an add, or an FMA-free exact product.
 
 ``emit(builder, name, *operands, **params)`` emits function ``name`` at the builder's position
-and returns the ``ir.Value`` of its result; ``OPS`` is the library's registry.
+for the ISA level code is compiled for (``isa_level=`` another) and returns the ``ir.Value`` of its
+result; ``OPS`` is the library's registry.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Callable
 
 from llvmlite import ir
 
+from .. import isa
 from ..vmath import OPS, Vec, VectorBuilder, lookup
 
 F32 = ir.FloatType()
@@ -31,9 +35,10 @@ __all__ = ["OPS", "LLVMVectorBuilder", "emit"]
 class LLVMVectorBuilder(VectorBuilder):
     """Vector operations on ``lanes``-wide LLVM vectors, emitted through an ``ir.IRBuilder``."""
 
-    def __init__(self, builder: ir.IRBuilder, lanes: int):
+    def __init__(self, builder: ir.IRBuilder, lanes: int, fused_multiply_add: bool):
         self.ir = builder
         self.lanes = lanes
+        self.fused_multiply_add = fused_multiply_add
 
     def _type(self, kind: str) -> ir.VectorType:
         return ir.VectorType(ELEMENTS[kind], self.lanes)
@@ -105,13 +110,16 @@ class LLVMVectorBuilder(VectorBuilder):
         return merged
 
 
-def emit(builder: ir.IRBuilder, name: str, *operands: ir.Value, **params) -> ir.Value:
-    """Emit math function ``name`` on ``<N x float>`` operands; KeyError names the known ops."""
+def emit(builder: ir.IRBuilder, name: str, *operands: ir.Value, isa_level: isa.IsaLevel | None = None,
+         **params) -> ir.Value:
+    """Emit math function ``name`` on ``<N x float>`` operands for ``isa_level`` (default: the level
+    code is compiled for, ``isa.current()``); KeyError names the known ops."""
     op = lookup(name)
     if len(operands) != op.arity:
         raise TypeError(f"{name} takes {op.arity} operand(s), got {len(operands)}")
     for value in operands:
         if not (isinstance(value.type, ir.VectorType) and value.type.element == F32):
             raise TypeError(f"{name}: operands must be <N x float>, got {value.type}")
-    vb = LLVMVectorBuilder(builder, operands[0].type.count)
+    level = isa_level or isa.current().level
+    vb = LLVMVectorBuilder(builder, operands[0].type.count, level.fused_multiply_add)
     return op(*(Vec(vb, v, "f32") for v in operands), **params).value

@@ -16,10 +16,11 @@ Techniques: Cody–Waite range reduction with split constants; e^x as 2**k * p(r
 low bits of x/ln2 + 1.5 * 2**23 and shifted into the exponent field; polynomial and rational
 kernels by Horner with FMA (near-minimax fits of our own by Lawson's iteratively reweighted least
 squares, rounded to f32): tanh and erf as a P(a^2)/Q(a^2), the normal tail Phi(-y) =
-e^(-y^2/2) Mills(y) for erfc and gelu; exact products from FMA; f64 lanes where an f32 argument
-needs more than 24 bits (pow's log and exp, gelu_tanh's full path, and the reduction of sin/cos/
-tan modulo pi/2, exact for every float: Cody–Waite below 2**20, Payne–Hanek above in a branch
-that only runs when a lane needs it). The exact-product tricks assume hardware FMA.
+e^(-y^2/2) Mills(y) for erfc and gelu; exact products from FMA, or on ISA levels without FMA from
+Dekker's two-product (the builder knows its level; ``vector`` holds the only switch); f64 lanes
+where an f32 argument needs more than 24 bits (pow's log and exp, gelu_tanh's full path, and the
+reduction of sin/cos/tan modulo pi/2, exact for every float: Cody–Waite below 2**20, Payne–Hanek
+above in a branch that only runs when a lane needs it).
 
 Families: ``exponential`` (exp, expm1, sinh, cosh, tanh), ``gates`` (sigmoid, silu, softplus,
 mish, gelu, erf, erfc), ``logarithm`` (log, log1p, pow, sqrt, inverse hyperbolics),

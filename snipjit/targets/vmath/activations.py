@@ -4,7 +4,7 @@ clip, hard_sigmoid, hard_swish, softsign, rounding, sign, and Gelu's choice of f
 from __future__ import annotations
 
 
-from .vector import Vec, clamp, fabs, fma, keep_nan, roundeven, where
+from .vector import Vec, clamp, fabs, keep_nan, mul_add_exact, roundeven, where
 from .exponential import expm1
 from .gates import TAIL, gated, gelu_erf, gelu_tanh
 from .registry import register
@@ -48,7 +48,7 @@ def clip(x: Vec, lo: float, hi: float) -> Vec:
 
 @register("hard_sigmoid")
 def hard_sigmoid(x: Vec, alpha: float = 0.2, beta: float = 0.5) -> Vec:
-    return clip(fma(x, alpha, beta), 0.0, 1.0)
+    return clip(mul_add_exact(x, alpha, beta), 0.0, 1.0)   # exact near alpha*x + beta = 0
 
 
 @register("hard_swish")

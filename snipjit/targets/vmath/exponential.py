@@ -1,7 +1,8 @@
 """Exponentials: exp, expm1, sinh, cosh, and tanh (a rational that shares their helpers).
 
 e^x = 2**k e^r with k = roundeven(x/ln2) read from the low bits of x/ln2 + 1.5 * 2**23, r by
-Cody–Waite with a two-part ln2, e^r by a polynomial; the fast path adds k to the exponent bits
+Cody–Waite with a two-part ln2 (k * LN2_HI is exact, so x - k * LN2_HI is the same with or without
+FMA), e^r by a polynomial; the fast path adds k to the exponent bits
 (results normal), the full path (``exp_finite``) applies 2**k in two factors so that a denormal
 result is rounded once.
 """

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .vector import Vec, clamp, fabs, fast_unless, fma, keep_nan, limit, poly, split, where
+from .vector import (Vec, clamp, fabs, fast_unless, fma, keep_nan, limit, mul_add_exact, mul_add_pair, poly, split,
+                     two_product, where)
 from .constants import ERF_ONE, ERF_P, ERF_Q, LN2_HI, LOG1P_U, MILLS_P, MILLS_Q, f32
 from .exponential import EXP_FAST, exp_fast, exp_finite, exp_kernel, odd_rational, round_log2, scale_fast
 from .registry import register
@@ -95,14 +96,13 @@ GELU_TANH_ONE = 9.0  # the gate rounds to 1 beyond
 
 @register("gelu_tanh")
 def gelu_tanh(x: Vec) -> Vec:
-    # e^-z with an absolute error of z below 2e-7: the reduction takes x*w unrounded (FMA) and
-    # adds x*dw for the rounding of w and of C1 (C1 - w is exact while w <= 2 C1).
+    # e^-z with an absolute error of z below 2e-7: the reduction takes x*w unrounded and adds x*dw
+    # for the rounding of w and of C1 (C1 - w is exact while w <= 2 C1).
     xc = limit(x, GELU_TANH_ONE)
     x2 = xc * xc
-    w = fma(x2, GELU_C3, GELU_C1)
-    dw = fma(x2, GELU_C3, (GELU_C1 - w) + GELU_C1_LO)
+    w, dw = mul_add_pair(x2, GELU_C3, GELU_C1, GELU_C1_LO)
     k, t = round_log2(-(xc * w))
-    r_hi = fma(xc, -dw, fma(xc, -w, k * -LN2_HI))
+    r_hi = fma(xc, -dw, mul_add_exact(xc, -w, k * -LN2_HI))
     e = scale_fast(exp_kernel(k, r_hi), t)
     fast = x / (1.0 + e)
 
@@ -122,9 +122,7 @@ def erf(x: Vec) -> Vec:
 
 def scaled_square(y: Vec, scale: float) -> tuple[Vec, Vec]:
     """hi + lo == scale * y*y exactly, for a power of two ``scale``."""
-    ys = y * scale
-    hi = y * ys
-    return hi, fma(y, ys, -hi)
+    return two_product(y, y * scale)
 
 
 def normal_tail(y: Vec, exponent: tuple[Vec, Vec], exp: Callable[[Vec], Vec]) -> Vec:

@@ -1,7 +1,8 @@
 """Trigonometric functions: sin, cos, tan (f64 after an exact reduction modulo pi/2), atan, asin,
 acos.
 
-The reduction is Cody–Waite with a three-part pi/2 below 2**20 and Payne–Hanek on 24-bit chunks
+The reduction is Cody–Waite with a three-part pi/2 below 2**20 (33-bit parts: every k * part is
+exact in double, so each step rounds once with or without FMA) and Payne–Hanek on 24-bit chunks
 of 2/pi above, in a branch that only runs when a lane needs it; the remainder rounded to f32
 keeps sin and cos relatively accurate.
 """

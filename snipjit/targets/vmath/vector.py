@@ -7,7 +7,7 @@ kept small so that every renderer can give each operation the same IEEE result:
 
     binary      add sub mul div (floats and ints), and or xor (ints and masks), shl ashr (ints)
     unary       neg, not (ints and masks), fabs sqrt roundeven (floats)
-    fma         a*b + c rounded once (where the CPU has FMA; both renderers decide the same way)
+    fma         a*b + c rounded once (asked for only on ISA levels with an FMA instruction)
     copysign    magnitude of a, sign of b
     compare     < <= > >= == != (floats: ordered, false with a NaN), uno (either is NaN),
                 ult (unsigned, ints)
@@ -18,9 +18,21 @@ kept small so that every renderer can give each operation the same IEEE result:
 Value kinds: f32, i32, f64, i64, and the masks m32 / m64 that compares of 32-/64-bit lanes give.
 Nothing here rounds differently from IEEE arithmetic on the lane type, and no operation is left
 for a compiler to contract: renderers keep a*b + c unfused unless ``fma`` asks.
+
+FMA: a builder is made for one ISA level and knows whether it has an FMA instruction
+(``fused_multiply_add``); without one, a fused a*b + c would become a slow library call. The
+library never asks the builder for ``fma`` directly but through the helpers here, the only place
+the flag is read: ``fma`` (a*b + c, fused where the level has FMA, else rounded twice: for Horner
+steps and corrections), ``two_product`` (a*b = p + e exactly: one FMA, or Dekker's product of
+12-bit halves), ``mul_add_exact`` (a*b + c with the product exact: one FMA, or f64 lanes,
+correctly rounded where the sum cancels, as in Cody–Waite reductions and zero crossings) and
+``mul_add_pair`` (a*b + c as a sum and its rounding error). On FMA levels they emit exactly the
+FMAs the algorithms were written with.
 """
 from __future__ import annotations
 
+import math
+import struct
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -33,7 +45,9 @@ FLOAT_OF = {"i32": "f32", "i64": "f64"}
 
 
 class VectorBuilder(ABC):
-    """Emits lane-wise operations on vectors of ``lanes`` lanes for one renderer."""
+    """Emits lane-wise operations on vectors of ``lanes`` lanes for one renderer and ISA level."""
+
+    fused_multiply_add: bool = True   # the level has an FMA instruction (renderers set it per level)
 
     @abstractmethod
     def constant(self, kind: str, number: float | int) -> Handle: ...
@@ -159,8 +173,62 @@ class Vec:
 
 
 def fma(a: Vec, b: Vec | float, c: Vec | float) -> Vec:
-    """a*b + c, fused where the CPU has FMA."""
+    """a*b + c, fused where the ISA level has FMA, else rounded twice (an algorithm that needs the
+    product exact takes ``mul_add_exact`` or ``two_product``)."""
+    if not a.b.fused_multiply_add:
+        return a * b + c
     return Vec(a.b, a.b.fma(a.kind, a.value, a._raw(b), a._raw(c)), a.kind)
+
+
+HALF_BITS = 12   # an f32 significand (24 bits) as two halves of 12: their products are exact
+
+
+def split_halves(a: Vec | float) -> tuple[Vec | float, Vec | float]:
+    """f32 a = hi + lo exactly, each with at most 12 significand bits (a finite): hi is a with its
+    low 12 bits cleared (Dekker's split, without Veltkamp's overflow for large a)."""
+    if isinstance(a, Vec):
+        hi = (a.bits() & -(1 << HALF_BITS)).as_float()
+        return hi, a - hi
+    a = struct.unpack("<f", struct.pack("<f", a))[0]   # the f32 constant the renderers emit
+    mantissa, exponent = math.frexp(a)
+    hi = math.ldexp(math.trunc(mantissa * 2.0**HALF_BITS), exponent - HALF_BITS)
+    return hi, a - hi
+
+
+def two_product(a: Vec, b: Vec | float) -> tuple[Vec, Vec]:
+    """(p, e) with p = fl(a*b) and p + e == a*b exactly (f32, finite products, no underflow)."""
+    p = a * b
+    if a.b.fused_multiply_add:
+        return p, fma(a, b, -p)
+    if a.kind != "f32":
+        raise TypeError(f"two_product without FMA splits f32 lanes, not {a.kind}")
+    (a_hi, a_lo), (b_hi, b_lo) = split_halves(a), split_halves(b)
+    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def mul_add_exact(a: Vec, b: Vec | float, c: Vec | float) -> Vec:
+    """f32 a*b + c with the product exact: one FMA, or without one in f64 lanes, where the product
+    of two f32 is exact: the FMA's bits but where the f64 sum lies within 2**-53 of a boundary
+    between two f32 roundings (never where the sum cancels: Cody–Waite steps, zero crossings)."""
+    if a.b.fused_multiply_add:
+        return fma(a, b, c)
+    return (a.widen() * _wide(a, b) + _wide(a, c)).narrow()
+
+
+def _wide(like: Vec, value: Vec | float) -> Vec:
+    """An f32 operand (a Vec or a constant, rounded to f32 as renderers round constants) in f64 lanes."""
+    return value.widen() if isinstance(value, Vec) else like.const(value).widen()
+
+
+def mul_add_pair(a: Vec, b: Vec | float, c: float, c_low: float | None = None) -> tuple[Vec, Vec]:
+    """(s, e) with s ~ a*b + c and e ~ a*b + c + c_low - s to f32 precision, for c - s exact (s
+    within a factor 2 of c): one FMA for s and one for its error, or a two-product."""
+    if a.b.fused_multiply_add:
+        s = fma(a, b, c)
+        return s, fma(a, b, (c - s) if c_low is None else (c - s) + c_low)
+    p, p_error = two_product(a, b)
+    s = p + c
+    return s, ((c - s) + p) + (p_error if c_low is None else p_error + c_low)
 
 
 def fabs(x: Vec) -> Vec: return x._unary("fabs")

@@ -79,10 +79,14 @@ def test_vector_kernel_compiles_and_runs(width):
     np.testing.assert_array_equal(run_axpy(jit.compile(fma_kernel(width)), x), x * x + 1)
 
 
-@pytest.mark.skipif(not jit.host().has_feature("avx512f"), reason="host has no AVX-512")
-def test_sixteen_lanes_use_zmm_registers():
-    compiled = jit.compile(fma_kernel(jit.host().vector_lanes()))
-    assert "zmm" in compiled.asm()
+REGISTERS = {512: "zmm", 256: "ymm", 128: "xmm"}
+
+
+def test_vectors_of_the_level_use_its_registers(level):
+    """At every ISA level: its own width in its registers (zmm, ymm, xmm), none wider."""
+    asm = jit.compile(fma_kernel(level.f32_lanes)).asm()
+    assert f"%{REGISTERS[level.vector_bits]}" in asm
+    assert not [r for bits, r in REGISTERS.items() if bits > level.vector_bits and f"%{r}" in asm]
 
 
 def test_optimised_ir_is_kept_for_debugging():

@@ -1,4 +1,6 @@
-"""The math library's accuracy on both targets, against float64 numpy, and the targets' agreement.
+"""The math library's accuracy on both targets, against float64 numpy, and the targets' agreement,
+at every ISA level this CPU can execute (the ``level`` fixture: levels without FMA take other
+formulations of the exact products, and their own bounds where the table gives them).
 
 Every function runs on the LLVM target and on the C target (skipped without a C compiler) over
 10**5 points: edge values (±0, denormals, overflow/underflow thresholds, the thresholds between fast
@@ -24,6 +26,7 @@ from llvmlite import ir
 
 import accuracy
 from accuracy import Errors, errors
+from snipjit.targets import isa
 from snipjit.targets.llvm import vmath as llvm_vmath
 from snipjit.targets.vmath import ACCURACY, ELEMENTWISE, OPS
 from vmath_runners import TARGETS, assembly, c_compiler, run
@@ -199,22 +202,30 @@ def assert_same_bits(a: np.ndarray, b: np.ndarray, what: str) -> None:
 
 
 # ---- tests ---------------------------------------------------------------------------------------------
+# Widths: the level's own vector (``level.f32_lanes``: 16, 8 and 4 lanes over the levels) and 1 lane.
 @pytest.mark.parametrize("target", TARGET_PARAMS)
 @pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
-def test_accuracy_within_the_table(case: Case, target: str):
-    err = check(target, case, 16, SAMPLES)
-    bound = ACCURACY[case.op]
+def test_accuracy_within_the_table(case: Case, target: str, level: isa.IsaLevel):
+    err = check(target, case, level.f32_lanes, SAMPLES)
+    max_ulp, max_rel = ACCURACY[case.op].at(level.fused_multiply_add)
     normal = np.abs(reference(case, SAMPLES)[1]) >= np.finfo(np.float32).tiny
     measured_ulp = float(np.max(err.ulp))
     measured_rel = float(np.max(err.rel[normal], initial=0.0))
-    assert measured_ulp <= bound.max_ulp, f"{case.id}: {measured_ulp:.2f} ulp, the table says {bound.max_ulp}"
-    assert measured_rel <= bound.max_rel, f"{case.id}: {measured_rel:.3g} rel, the table says {bound.max_rel}"
+    assert measured_ulp <= max_ulp, f"{case.id} at {level.name}: {measured_ulp:.2f} ulp, the table says {max_ulp}"
+    assert measured_rel <= max_rel, f"{case.id} at {level.name}: {measured_rel:.3g} rel, the table says {max_rel}"
+
+
+def test_bounds_without_fma_are_only_given_where_larger():
+    for op, bound in ACCURACY.items():
+        if bound.unfused is not None:
+            (ulp, rel), (unfused_ulp, unfused_rel) = bound.at(True), bound.at(False)
+            assert unfused_ulp >= ulp and unfused_rel >= rel and (unfused_ulp, unfused_rel) != (ulp, rel), op
 
 
 @pytest.mark.skipif(COMPILER is None, reason="the C target needs gcc or cc on PATH")
-@pytest.mark.parametrize("width", [16, 8])
 @pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
-def test_targets_agree_bit_for_bit(case: Case, width: int):
+def test_targets_agree_bit_for_bit(case: Case, level: isa.IsaLevel):
+    width = level.f32_lanes
     inputs, _ = reference(case, SAMPLES)
     llvm, c = (compute(target, case, width, *inputs) for target in TARGETS)
     assert_same_bits(llvm, c, f"{case.id}, W={width}")
@@ -222,14 +233,14 @@ def test_targets_agree_bit_for_bit(case: Case, width: int):
 
 @pytest.mark.parametrize("target", TARGET_PARAMS)
 @pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
-def test_special_values(case: Case, target: str):
+def test_special_values(case: Case, target: str, level: isa.IsaLevel):
     """±0, ±inf, NaN, denormals and ±FLT_MAX (every pair for binary functions): NaN where the
     reference is NaN, infinities and zeros exact with their signs, the rest within the bounds."""
     if case.binary:
         inputs = (np.repeat(SPECIAL, len(SPECIAL)), np.tile(SPECIAL, len(SPECIAL)))
     else:
         inputs = (SPECIAL,)
-    got = compute(target, case, 8, *inputs)
+    got = compute(target, case, level.f32_lanes, *inputs)
     with np.errstate(all="ignore"):
         want = case.reference(*(a.astype(np.float64) for a in inputs))
         assert not errors(got, want).failing.any(), (inputs, got, want)
@@ -239,31 +250,33 @@ def test_special_values(case: Case, target: str):
 
 
 @pytest.mark.parametrize("target", TARGET_PARAMS)
-@pytest.mark.parametrize("width", [8, 1])
 @pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
-def test_other_widths(case: Case, width: int, target: str):
-    check(target, case, width, 5_000)
+def test_one_lane(case: Case, target: str, level: isa.IsaLevel):
+    check(target, case, 1, 5_000)
 
 
 @pytest.mark.parametrize("target", TARGET_PARAMS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_typical_inputs(case: Case, target: str):
+def test_typical_inputs(case: Case, target: str, level: isa.IsaLevel):
     """Activation-like inputs: whole vectors take the fast paths, and now and then one lane does not."""
     x = np.random.default_rng(1).standard_normal(16 * 256).astype(np.float32)
     x[::1000] = [np.nan, -np.inf, 1e30, -100.0, 100.0]
-    got = compute(target, case, 16, x)
+    got = compute(target, case, level.f32_lanes, x)
     with np.errstate(all="ignore"):
         err = errors(got, case.reference(x.astype(np.float64)))
     assert not err.failing.any(), x[err.failing][:8]
 
 
 @pytest.mark.parametrize("target", TARGET_PARAMS)
-@pytest.mark.parametrize("width", [16, 8, 1])
-def test_no_calls_remain_in_the_code(target: str, width: int):
-    asm = assembly(target, FUNCTIONS, width)
+@pytest.mark.parametrize("one_lane", [False, True], ids=["level_width", "one_lane"])
+def test_no_calls_remain_in_the_code(target: str, one_lane: bool, level: isa.IsaLevel):
+    """No libm call (fmaf on a level without FMA, expf, ...): every step is inline, with FMA
+    instructions exactly on the levels that have them."""
+    asm = assembly(target, FUNCTIONS, 1 if one_lane else level.f32_lanes)
     calls = [line.strip() for line in asm.splitlines()
              if re.match(r"\s+(call|jmp)\s+[a-z_]", line) and "run_vmath" not in line]   # gcc merges twins
     assert not calls, calls[:10]
+    assert ("vfmadd" in asm or "vfmsub" in asm or "vfnmadd" in asm) == level.fused_multiply_add
 
 
 ODD = ["expm1", "log1p", "tanh", "erf", "sin", "tan", "atan", "asin", "sinh", "asinh", "atanh"]
@@ -271,17 +284,17 @@ ODD = ["expm1", "log1p", "tanh", "erf", "sin", "tan", "atan", "asin", "sinh", "a
 
 @pytest.mark.parametrize("target", TARGET_PARAMS)
 @pytest.mark.parametrize("op", ODD)
-def test_odd_functions_keep_the_sign_of_zero(op: str, target: str):
+def test_odd_functions_keep_the_sign_of_zero(op: str, target: str, level: isa.IsaLevel):
     case = next(c for c in CASES if c.op == op)
-    got = compute(target, case, 8, np.array([0.0, -0.0], np.float32))
+    got = compute(target, case, level.f32_lanes, np.array([0.0, -0.0], np.float32))
     assert list(np.signbit(got)) == [False, True]
 
 
 @pytest.mark.parametrize("target", TARGET_PARAMS)
 @pytest.mark.parametrize("op", ["silu", "mish", "gelu_erf", "gelu_tanh", "hard_swish"])
-def test_gated_activations_give_minus_zero_at_minus_inf(op: str, target: str):
+def test_gated_activations_give_minus_zero_at_minus_inf(op: str, target: str, level: isa.IsaLevel):
     case = next(c for c in CASES if c.op == op)
-    got = compute(target, case, 16, np.full(3, -np.inf, np.float32))
+    got = compute(target, case, level.f32_lanes, np.full(3, -np.inf, np.float32))
     assert (got == 0).all() and np.signbit(got).all(), got
 
 
@@ -290,18 +303,19 @@ def test_gated_activations_give_minus_zero_at_minus_inf(op: str, target: str):
 @given(arrays(np.float32, st.integers(0, 40), elements=st.floats(width=32)),
        st.sampled_from(["exp", "log", "tanh", "sin", "gelu_erf", "atan"]))
 def test_any_length_and_any_float(target: str, x: np.ndarray, op: str):
+    """(At the level SNIPJIT_ISA selects: hypothesis runs every example in one test.)"""
     case = next(c for c in CASES if c.op == op)
-    got = compute(target, case, 16, x)
+    got = compute(target, case, isa.current().level.f32_lanes, x)
     with np.errstate(all="ignore"):
         assert not errors(got, case.reference(x.astype(np.float64))).failing.any()
 
 
 @pytest.mark.parametrize("target", TARGET_PARAMS)
-def test_pow_special_cases_follow_numpy(target: str):
+def test_pow_special_cases_follow_numpy(target: str, level: isa.IsaLevel):
     inf, nan = np.inf, np.nan
     x = np.array([-8, -8, -0.0, -0.0, -0.0, -inf, -inf, -1, 1, nan, 0.5, 2, -2], np.float32)
     y = np.array([1 / 3, 3, -3, -2, 0.5, 3, 0.5, inf, nan, 0, -inf, inf, 2**25 + 2], np.float32)
-    got = compute(target, POW, 8, x, y)
+    got = compute(target, POW, level.f32_lanes, x, y)
     with np.errstate(all="ignore"):
         want = np.power(x, y)
     np.testing.assert_array_equal(got, want)

@@ -1,6 +1,7 @@
 """Run a math library function over an f32 array on either target: a JIT-compiled LLVM loop or a C
 loop compiled by gcc, both ``void f(const float *x, [const float *y,] float *out, int64_t n)`` walking
-the array one vector of W lanes at a time with masked tails (so lengths need not divide W)."""
+the array one vector of W lanes at a time with masked tails (so lengths need not divide W). Code is
+compiled for the ISA level SNIPJIT_ISA selects (the tests' ``level`` fixture sets it), once per level."""
 from __future__ import annotations
 
 import ctypes
@@ -12,7 +13,7 @@ from llvmlite import ir
 from snipjit.targets.c.gcc import CCompiler, load_shared_object
 from snipjit.targets.c.vmath_render import function_name, render_function
 from snipjit.targets.llvm import jit, vmath
-from snipjit.targets import TargetError
+from snipjit.targets import TargetError, isa
 from snipjit.targets.vmath import lookup
 
 F32 = ir.FloatType()
@@ -70,7 +71,7 @@ def _llvm_kernel(module: ir.Module, op: str, params: dict, width: int) -> None:
 
 
 @functools.cache
-def _llvm_module(functions: tuple[tuple[str, tuple], ...], width: int) -> jit.CompiledModule:
+def _llvm_module(functions: tuple[tuple[str, tuple], ...], width: int, level: str) -> jit.CompiledModule:
     module = ir.Module(name=f"vmath_w{width}")
     for op, params in functions:
         _llvm_kernel(module, op, dict(params), width)
@@ -100,12 +101,17 @@ def c_source(functions: tuple[tuple[str, tuple], ...], width: int) -> str:
 
 
 @functools.cache
-def _c_library(functions: tuple[tuple[str, tuple], ...], width: int):
+def _c_library(functions: tuple[tuple[str, tuple], ...], width: int, level: str):
     return load_shared_object(CCompiler.find().compile(c_source(functions, width)))
 
 
 # ---- both ---------------------------------------------------------------------------------------------
 TARGETS = ("llvm", "c")
+
+
+def _level() -> str:
+    """The ISA level code is compiled for now (a cache key: the compiled code differs per level)."""
+    return isa.current().level.name
 
 
 def run(target: str, functions: tuple[tuple[str, tuple], ...], op: str, params: dict, width: int,
@@ -116,14 +122,14 @@ def run(target: str, functions: tuple[tuple[str, tuple], ...], op: str, params: 
     out = np.empty_like(inputs[0])
     argtypes = [ctypes.c_void_p] * (len(inputs) + 1) + [ctypes.c_int64]
     if target == "llvm":
-        kernel = _llvm_module(functions, width).cfunc(symbol(op, params), None, *argtypes)
+        kernel = _llvm_module(functions, width, _level()).cfunc(symbol(op, params), None, *argtypes)
     else:
-        kernel = _c_library(functions, width).function(symbol(op, params), None, *argtypes)
+        kernel = _c_library(functions, width, _level()).function(symbol(op, params), None, *argtypes)
     kernel(*(a.ctypes.data for a in inputs), out.ctypes.data, out.size)
     return out
 
 
 def assembly(target: str, functions: tuple[tuple[str, tuple], ...], width: int) -> str:
     if target == "llvm":
-        return _llvm_module(functions, width).asm()
+        return _llvm_module(functions, width, _level()).asm()
     return CCompiler.find().assembly(c_source(functions, width))
