@@ -97,13 +97,16 @@ class BlasKernel(Kernel):
             if launch is None:
                 return None
             fused = int(bias is not None)
+            if fused == len(self.epilogue):   # the kernel does all of it
+                return lambda arrays: launch.run()
 
             def call(arrays: list) -> None:
                 launch.run()
                 self._apply_epilogue(arrays[-1], fused)
             return call
 
-        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
+        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
 
     def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
         for op, b, attrs in self.epilogue[start:]:

@@ -174,7 +174,8 @@ def copies_panels(k: int, ldb: int) -> bool:
 class GemmLaunch:
     """One product with its kernel arguments prepared: `run()` computes it again into the same memory
     (A, B and the output must stay alive and unchanged in layout; the bias, often a reshaped copy, is
-    held here)."""
+    held here). With the native pool, `run` is one prepared native call, on the pool's threads or (one
+    thread) on the caller's; it reads the arguments held here, so keep the launch, not just `run`."""
     kernel: GemmKernel
     ptrs: ctypes.Array
     dims: ctypes.Array
@@ -184,14 +185,14 @@ class GemmLaunch:
     bias: np.ndarray | None
 
     def __post_init__(self):
-        self._address, self._fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
-
-    def run(self) -> None:
-        if self.threads > 1:
-            get_native_pool().run(self._address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
-                                  self.items, 1, self.scratch.base, self.scratch.stride)
+        address, fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
+        pool = get_native_pool()
+        if pool is None:
+            self.run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
         else:
-            self._fn(self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+            self.job = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
+                                    1, self.scratch.base, self.scratch.stride, parallel=self.threads > 1)
+            self.run = self.job.run
 
 
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:

@@ -1,0 +1,28 @@
+"""A compiled MatMul's prepared GEMM launch follows the arrays a request is given: new feed or output
+arrays are pointed at (the constant weights are not watched)."""
+import numpy as np
+import pytest
+
+import snipjit
+from snipjit import GraphBuilder
+from snipjit.runtime.implementations import gemm_launch
+
+pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
+
+
+def randn(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+
+
+@pytest.mark.parametrize("m", [5, 300])   # one thread, and split over the pool
+def test_new_feed_and_output_arrays_are_followed(m):
+    w = randn(48, 40)
+    b = GraphBuilder()
+    b.output(b.op("MatMul", b.input("x", "f32", ["m", 48]), b.const(w)), "y")
+    req = snipjit.compile(b.build()).create_request()
+    for seed in range(3):
+        x, y = randn(m, 48, seed=seed), np.full((m, 40), np.nan, np.float32)
+        result = req.run({"x": x}, {"y": y})[0]
+        assert result is y
+        np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-5)
+
