@@ -26,3 +26,17 @@ def test_new_feed_and_output_arrays_are_followed(m):
         assert result is y
         np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-5)
 
+
+
+@pytest.mark.parametrize("m", [5, 300])
+def test_a_repeating_launch_recomputes_from_the_current_values(m):
+    a, w, bias = randn(m, 64), randn(64, 72, seed=1), randn(72, seed=2)
+    once, repeated = np.empty((m, 72), np.float32), np.empty((m, 72), np.float32)
+    assert gemm_launch.matmul(a, gemm_launch.pack(w), once, bias)
+    packed = gemm_launch.pack(w)
+    launch = gemm_launch.prepare(a, packed, repeated, bias, repeats=True)
+    for seed in range(3):
+        a[:] = randn(m, 64, seed=10 + seed)   # same array, new values
+        launch.run()
+        np.testing.assert_allclose(repeated, a @ w + bias, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(once, randn(m, 64) @ w + bias, rtol=1e-5, atol=1e-5)

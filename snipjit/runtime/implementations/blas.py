@@ -93,7 +93,7 @@ class BlasKernel(Kernel):
         def prepare(arrays: list):
             (a, b), y = arrays[:-1], arrays[-1]
             bias = self._bias(y.shape[-1])
-            launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias)
+            launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias, True)  # repeats
             if launch is None:
                 return None
             fused = int(bias is not None)

@@ -174,8 +174,9 @@ def copies_panels(k: int, ldb: int) -> bool:
 class GemmLaunch:
     """One product with its kernel arguments prepared: `run()` computes it again into the same memory
     (A, B and the output must stay alive and unchanged in layout; the bias, often a reshaped copy, is
-    held here). With the native pool, `run` is one prepared native call, on the pool's threads or (one
-    thread) on the caller's; it reads the arguments held here, so keep the launch, not just `run`."""
+    held here). A launch made to `repeat` runs as one prepared native call (`NativePool.prepare`:
+    preparing costs about a microsecond, each run then a fifth of one); `run` reads the arguments held
+    here, so keep the launch, not just `run`."""
     kernel: GemmKernel
     ptrs: ctypes.Array
     dims: ctypes.Array
@@ -183,16 +184,20 @@ class GemmLaunch:
     threads: int
     scratch: object   # native_pool.Scratchpads
     bias: np.ndarray | None
+    repeats: bool = False
 
     def __post_init__(self):
         address, fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
         pool = get_native_pool()
-        if pool is None:
-            self.run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
-        else:
+        if pool is not None and self.repeats:
             self.job = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
                                     1, self.scratch.base, self.scratch.stride, parallel=self.threads > 1)
             self.run = self.job.run
+        elif pool is not None and self.threads > 1:
+            self.run = functools.partial(pool.run, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+                                         self.items, 1, self.scratch.base, self.scratch.stride)
+        else:
+            self.run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
 
 
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
@@ -216,10 +221,10 @@ def _takes(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
             and (not isinstance(b, PackedB) or b.k == a.shape[-1]))
 
 
-def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None
-            ) -> GemmLaunch | None:
+def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None,
+            repeats: bool = False) -> GemmLaunch | None:
     """The launch computing out = a @ b (+ bias), or None when the kernel does not take these layouts
-    (or a product is empty)."""
+    (or a product is empty); `repeats`: it will be run again and again (see `GemmLaunch`)."""
     packed = b if isinstance(b, PackedB) else None
     operand = b.data if packed is not None else b
     if not _takes(a, b, out, bias) or out.size == 0 or a.shape[-1] == 0:
@@ -262,4 +267,4 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
                                  chunks, chunk_rows, int(pack), int(packed is not None), kernel.k_block(k))
     partial = packed is None and n % kernel.nr != 0   # its last panel is copied, zero-padded
     scratch = scratchpads(threads, k * kernel.nr * 4 if pack or partial else 0)
-    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias)
+    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias, repeats)
