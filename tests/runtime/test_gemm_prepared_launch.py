@@ -1,5 +1,7 @@
 """A compiled MatMul's prepared GEMM launch follows the arrays a request is given: new feed or output
 arrays are pointed at (the constant weights are not watched)."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -40,3 +42,14 @@ def test_a_repeating_launch_recomputes_from_the_current_values(m):
         launch.run()
         np.testing.assert_allclose(repeated, a @ w + bias, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(once, randn(m, 64) @ w + bias, rtol=1e-5, atol=1e-5)
+
+
+def test_a_launch_holds_the_packed_weights_made_for_it():
+    a, w = randn(8192, 128), randn(128, 64, seed=1)
+    out = np.empty((8192, 64), np.float32)
+    launch = gemm_launch.prepare(a, gemm_launch.pack(w), out, None, repeats=True)
+    gc.collect()
+    litter = [np.full(w.size, np.nan, np.float32) for _ in range(8)]   # would reuse freed weights' memory
+    launch.run()
+    np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-4)
+    assert litter
