@@ -1,4 +1,4 @@
-"""Matrix products: snipjit's GEMM against ONNX Runtime (MLAS) and NumPy, and the machine's FMA peak.
+"""Matrix products: snipjit's GEMM against ONNX Runtime (MLAS), OpenVINO and NumPy, and the FMA peak.
 
     python -m bench.gemm [--threads 2] [--rounds 7] [--shapes 128x384x1536,...]
 
@@ -7,6 +7,12 @@ initializer). The engines run in this one process, alternated round by round, ea
 time per round; the figure is the median over rounds, in GFLOP/s (2·M·K·N per product), with the ratio
 to ONNX Runtime. The FMA peak is a register-only loop of independent FMAs generated with llvmlite at the
 ISA level snipjit compiles for (SNIPJIT_ISA applies), on 1 thread and on `threads` threads.
+
+With SNIPJIT_ISA forcing a level below the host's, the MLAS engines still run at the host's (MLAS
+dispatches on CPUID alone; OpenVINO hands a MatMul by constant weights to its copy of MLAS too). The
+peer at the forced level is then OpenVINO's oneDNN MatMul, capped by ONEDNN_MAX_CPU_ISA (set here before
+OpenVINO loads), which OpenVINO uses when B is fed at run time: B is then an input of its model, given
+the same array at every call (oneDNN may repack it per call, a K·N copy).
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import ctypes
 import math
 import os
 import statistics
+import tempfile
 import threading
 import time
 from typing import Callable
@@ -38,27 +45,58 @@ def matmul_model(k: int, n: int, weights: np.ndarray) -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def fed_weights_model(m: int, k: int, n: int) -> bytes:
+    """A one-MatMul ONNX model: Y = A @ W with both operands inputs."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["A", "W"], ["Y"])], "matmul",
+        [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k]),
+         helper.make_tensor_value_info("W", TensorProto.FLOAT, [k, n])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
 def snipjit_engine(model: bytes, a: np.ndarray, out: np.ndarray) -> Callable[[], None]:
     import snipjit
     request = snipjit.compile(model).create_request()
     return lambda: request.run({"A": a}, {"Y": out})
 
 
-def ort_engine(model: bytes, a: np.ndarray, threads: int) -> Callable[[], None]:
-    import onnxruntime as ort
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    return lambda: session.run(None, {"A": a})
+def model_engine(name: str, model: bytes, feeds: dict[str, np.ndarray], threads: int, folder: str
+                 ) -> Callable[[], object] | None:
+    """A `snipjit.benchmark` engine (onnxruntime, openvino) on `model` (saved in `folder`), or None when
+    it is not installed."""
+    from snipjit.benchmark import MODEL_ENGINES, EngineUnavailable
+    path = os.path.join(folder, f"{name}-{len(os.listdir(folder))}.onnx")
+    with open(path, "wb") as f:
+        f.write(model)
+    try:
+        opened = MODEL_ENGINES[name].open(path, threads, feeds)
+    except (ImportError, EngineUnavailable):
+        return None
+    return lambda: opened.run(feeds)
 
 
 def numpy_engine(a: np.ndarray, w: np.ndarray, out: np.ndarray) -> Callable[[], None]:
     return lambda: np.matmul(a, w, out=out)
 
 
+ONEDNN_ISA = {"avx512": "AVX512_CORE", "avx2": "AVX2", "sse": "SSE41"}   # oneDNN's names of the levels
+
+
+def forced_level() -> str | None:
+    """The ISA level SNIPJIT_ISA forces below the host's, or None."""
+    from snipjit.targets import isa
+    target = isa.current()
+    return None if target.native else target.level.name
+
+
+SETTLE_SECONDS = 0.05   # pause before each engine, so the spinning threads of the last one go idle
+
+
 def seconds_per_call(fn: Callable[[], None], budget: float) -> float:
-    """The mean time of `fn` over calls filling about `budget` seconds."""
+    """The mean time of `fn` over calls filling about `budget` seconds (after a pause and a first call)."""
+    time.sleep(SETTLE_SECONDS)
     fn()
     calls, start = 0, time.perf_counter()
     while True:
@@ -123,17 +161,23 @@ def fma_peak(threads: int, rounds: int) -> float:
     return statistics.median(rates)
 
 
-def measure(shape: tuple[int, int, int], threads: int, rounds: int, budget: float) -> dict[str, float]:
+def measure(shape: tuple[int, int, int], threads: int, rounds: int, budget: float, peer_level: str | None,
+            folder: str) -> dict[str, float]:
     """GFLOP/s per engine for one shape (engines alternated each round; medians), after checking that
-    snipjit's product matches NumPy's."""
+    snipjit's product matches NumPy's. With `peer_level`, OpenVINO runs its oneDNN MatMul (B fed) there."""
     m, k, n = shape
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k), dtype=np.float32)
     w = rng.standard_normal((k, n), dtype=np.float32)
     model = matmul_model(k, n, w)
     out = np.empty((m, n), np.float32)
-    engines = {"snipjit": snipjit_engine(model, a, out), "onnxruntime": ort_engine(model, a, threads),
+    engines = {"snipjit": snipjit_engine(model, a, out),
+               "onnxruntime": model_engine("onnxruntime", model, {"A": a}, threads, folder),
+               "openvino": (model_engine("openvino", model, {"A": a}, threads, folder) if peer_level is None
+                            else model_engine("openvino", fed_weights_model(m, k, n), {"A": a, "W": w}, threads,
+                                              folder)),
                "numpy": numpy_engine(a, w, np.empty((m, n), np.float32))}
+    engines = {name: fn for name, fn in engines.items() if fn is not None}
     engines["snipjit"]()
     reference = a.astype(np.float64) @ w.astype(np.float64)
     error = np.abs(out - reference).max() / np.abs(reference).max()
@@ -167,19 +211,33 @@ def main(argv: list[str] | None = None) -> int:
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s]
     from snipjit.targets.llvm import jit
     host = jit.host()
+    peer_level = forced_level()
+    if peer_level is not None:   # read when OpenVINO's oneDNN starts: before it is imported
+        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA[peer_level]
     peak1, peak = fma_peak(1, args.rounds), fma_peak(args.threads, args.rounds)
-    print(f"CPU: {cpu_model()} ({host.cpu}); ISA level: {host.level.name}; threads: {args.threads}")
+    print(f"CPU: {cpu_model()} ({host.cpu}); ISA level: {host.level.name}"
+          f"{' (forced)' if peer_level else ''}; threads: {args.threads}")
     print(f"FMA peak: {peak1:.1f} GFLOP/s on 1 thread, {peak:.1f} on {args.threads}")
-    print(f"{'M x K x N':>18} {'snipjit':>9} {'ORT':>9} {'NumPy':>9} {'vs ORT':>7} {'of peak':>8}   (GFLOP/s)")
-    ratios = []
-    for shape in shapes:
-        rate = measure(shape, args.threads, args.rounds, args.round_seconds)
-        ratio = rate["snipjit"] / rate["onnxruntime"]
-        ratios.append(ratio)
-        print(f"{'x'.join(map(str, shape)):>18} {rate['snipjit']:9.1f} {rate['onnxruntime']:9.1f} "
-              f"{rate['numpy']:9.1f} {ratio:6.2f}x {rate['snipjit'] / peak:7.0%}", flush=True)
-    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    print(f"geometric mean vs ORT: {geomean:.2f}x; lowest: {min(ratios):.2f}x")
+    ov = f"OV@{peer_level}" if peer_level else "OpenVINO"
+    print(f"{'M x K x N':>18} {'snipjit':>9} {'ORT':>9} {ov:>10} {'NumPy':>9} {'vs ORT':>7} {'vs OV':>7} "
+          f"{'of peak':>8}   (GFLOP/s)")
+    ratios: dict[str, list[float]] = {"onnxruntime": [], "openvino": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for shape in shapes:
+            rate = measure(shape, args.threads, args.rounds, args.round_seconds, peer_level, folder)
+            for peer, r in ratios.items():
+                if peer in rate:
+                    r.append(rate["snipjit"] / rate[peer])
+            cells = [f"{rate[name]:{width}.1f}" if name in rate else f"{'-':>{width}}"
+                     for name, width in (("snipjit", 9), ("onnxruntime", 9), ("openvino", 10), ("numpy", 9))]
+            vs = [f"{rate['snipjit'] / rate[peer]:6.2f}x" if peer in rate else f"{'-':>7}" for peer in ratios]
+            print(f"{'x'.join(map(str, shape)):>18} {' '.join(cells)} {' '.join(vs)} {rate['snipjit'] / peak:7.0%}",
+                  flush=True)
+    for peer, r in ratios.items():
+        if r:
+            geomean = math.exp(sum(math.log(x) for x in r) / len(r))
+            label = ov if peer == "openvino" else "ORT"
+            print(f"geometric mean vs {label}: {geomean:.2f}x; lowest: {min(r):.2f}x")
     return 0
 
 

@@ -93,17 +93,20 @@ class BlasKernel(Kernel):
         def prepare(arrays: list):
             (a, b), y = arrays[:-1], arrays[-1]
             bias = self._bias(y.shape[-1])
-            launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias)
+            launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias, True)  # repeats
             if launch is None:
                 return None
             fused = int(bias is not None)
+            if fused == len(self.epilogue):   # the kernel does all of it
+                return lambda arrays: launch.run()
 
             def call(arrays: list) -> None:
                 launch.run()
                 self._apply_epilogue(arrays[-1], fused)
             return call
 
-        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
+        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
 
     def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
         for op, b, attrs in self.epilogue[start:]:

@@ -32,6 +32,8 @@ MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a 
 PAGE_BYTES = 4096
 COPY_MIN_PAGES = 640                   # a row-major B panel spread over this many pages is copied first
 ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
+MIN_ITEM_MULTIPLY_ADDS = 1 << 22       # ... unless they would be smaller than this: each costs a new start of
+                                       # the A and C streams (3136×64×64 on 2 threads: 8 items 4% slower than 2)
 
 
 @dataclass(frozen=True)
@@ -173,8 +175,10 @@ def copies_panels(k: int, ldb: int) -> bool:
 @dataclass
 class GemmLaunch:
     """One product with its kernel arguments prepared: `run()` computes it again into the same memory
-    (A, B and the output must stay alive and unchanged in layout; the bias, often a reshaped copy, is
-    held here)."""
+    (A, a row-major B and the output must stay alive and unchanged in layout; a packed B and the bias,
+    often a reshaped copy, are held here). A launch made to `repeat` runs as one prepared native call (`NativePool.prepare`:
+    preparing costs about a microsecond, each run then a fifth of one); `run` reads the arguments held
+    here, so keep the launch, not just `run`."""
     kernel: GemmKernel
     ptrs: ctypes.Array
     dims: ctypes.Array
@@ -182,16 +186,21 @@ class GemmLaunch:
     threads: int
     scratch: object   # native_pool.Scratchpads
     bias: np.ndarray | None
+    packed: PackedB | None = None   # held too: a packed B is often made just for the launch
+    repeats: bool = False
 
     def __post_init__(self):
-        self._address, self._fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
-
-    def run(self) -> None:
-        if self.threads > 1:
-            get_native_pool().run(self._address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
-                                  self.items, 1, self.scratch.base, self.scratch.stride)
+        address, fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
+        pool = get_native_pool()
+        if pool is not None and self.repeats:
+            self.job = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
+                                    1, self.scratch.base, self.scratch.stride, parallel=self.threads > 1)
+            self.run = self.job.run
+        elif pool is not None and self.threads > 1:
+            self.run = functools.partial(pool.run, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+                                         self.items, 1, self.scratch.base, self.scratch.stride)
         else:
-            self._fn(self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+            self.run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
 
 
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
@@ -215,10 +224,10 @@ def _takes(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
             and (not isinstance(b, PackedB) or b.k == a.shape[-1]))
 
 
-def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None
-            ) -> GemmLaunch | None:
+def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None,
+            repeats: bool = False) -> GemmLaunch | None:
     """The launch computing out = a @ b (+ bias), or None when the kernel does not take these layouts
-    (or a product is empty)."""
+    (or a product is empty); `repeats`: it will be run again and again (see `GemmLaunch`)."""
     packed = b if isinstance(b, PackedB) else None
     operand = b.data if packed is not None else b
     if not _takes(a, b, out, bias) or out.size == 0 or a.shape[-1] == 0:
@@ -251,7 +260,8 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
     pool = get_native_pool()
     threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
     blocks = -(-m // kernel.mr)
-    chunks = min(blocks, max(1, -(-ITEMS_PER_THREAD * threads // (count * panels)))) if threads > 1 else 1
+    per_thread = max(1, min(ITEMS_PER_THREAD, count * m * n * k // (threads * MIN_ITEM_MULTIPLY_ADDS)))
+    chunks = min(blocks, max(1, -(-per_thread * threads // (count * panels)))) if threads > 1 else 1
     chunk_rows = -(-blocks // chunks) * kernel.mr
     chunks = -(-m // chunk_rows)
     ptrs = (ctypes.c_void_p * 4)(a.ctypes.data, operand.ctypes.data, out.ctypes.data,
@@ -261,4 +271,4 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
                                  chunks, chunk_rows, int(pack), int(packed is not None), kernel.k_block(k))
     partial = packed is None and n % kernel.nr != 0   # its last panel is copied, zero-padded
     scratch = scratchpads(threads, k * kernel.nr * 4 if pack or partial else 0)
-    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias)
+    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias, packed, repeats)

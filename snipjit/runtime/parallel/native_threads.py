@@ -25,12 +25,21 @@ import functools
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from ...memory.solver import aligned_empty
 from ...targets.llvm import thread_pool_ir
+
 from .thread_count import default_threads
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """A kernel launch with every argument fixed once (`NativePool.prepare`): `run()` is one native call
+    of two pointers, where `NativePool.run` converts eight arguments per launch."""
+    words: ctypes.Array              # the job: fn, ptrs, dims, total, grain, scratch, stride
+    run: Callable[[], int]           # 1 when it ran on the pool, 0 on the calling thread alone
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,9 @@ class NativePool:
         self._run = self._module.cfunc("pool_run", ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                        ctypes.c_void_p, ctypes.c_int64)
+        self._launch_job, self._inline_job = (self._module.cfunc(name, ctypes.c_int64, ctypes.c_void_p,
+                                                                 ctypes.c_void_p)
+                                              for name in ("job_launch", "job_inline"))
         worker = self._module.cfunc("pool_worker", None, ctypes.c_void_p, ctypes.c_int64)
         self._workers = [threading.Thread(target=self._park, args=(worker, i), daemon=True,
                                           name=f"snipjit-native-{i}") for i in range(1, threads)]
@@ -87,9 +99,19 @@ class NativePool:
             stride: int = 0) -> bool:
         """Run kernel `fn` over iterations [0, total) in chunks of `grain` (default: 8 per thread);
         thread t gets `scratch + t*stride` as its scratchpad. False when it ran on this thread alone."""
-        if grain <= 0:
-            grain = max(1, total // (self.threads * 8))
-        return bool(self._run(ctypes.addressof(self._state), fn, ptrs, dims, total, grain, scratch, stride))
+        return bool(self._run(ctypes.addressof(self._state), fn, ptrs, dims, total, self._grain(total, grain),
+                              scratch, stride))
+
+    def prepare(self, fn: int, ptrs: int, dims: int, total: int, grain: int = 0, scratch: int = 0,
+                stride: int = 0, parallel: bool = True) -> PreparedJob:
+        """`run` with its arguments fixed (the arrays behind the addresses must outlive the job); not
+        `parallel`: the job runs on the calling thread alone, with the first scratchpad."""
+        words = (ctypes.c_int64 * 7)(fn, ptrs, dims, total, self._grain(total, grain), scratch or 0, stride)
+        entry = self._launch_job if parallel else self._inline_job
+        return PreparedJob(words, functools.partial(entry, self._state, words))   # (holding both alive)
+
+    def _grain(self, total: int, grain: int) -> int:
+        return grain if grain > 0 else max(1, total // (self.threads * 8))
 
     def park(self, parked: bool) -> None:
         """While parked, idle workers sleep at once instead of spinning: other threads (the Python pool's)

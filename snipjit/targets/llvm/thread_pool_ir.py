@@ -25,6 +25,8 @@ def module_source() -> str:
     job_loads = "\n".join(
         f"  %{v}p = getelementptr i64, ptr %s, i64 {w[f]}\n  %{v}{'0' if v == 'scratch' else ''} = load {t}, ptr %{v}p"
         for f, v, t in job)
+    job_fields = "\n".join(f"  %{v}p = getelementptr i64, ptr %job, i64 {i}\n  %{v} = load {t}, ptr %{v}p"
+                           for i, (_, v, t) in enumerate(job))
     job_stores = "\n".join(f"  %{v}p = getelementptr i64, ptr %s, i64 {w[f]}\n  store {t} %{v}, ptr %{v}p"
                             for f, v, t in job)
 
@@ -170,5 +172,20 @@ pause:
 release:
   store atomic i64 0, ptr %busyp release, align 8
   ret i64 1
+}}
+
+; a prepared job (`Job`): its words are pool_run's arguments after the state, in order
+define i64 @job_launch(ptr %s, ptr %job) {{
+{job_fields}
+  %r = call i64 @pool_run(ptr %s, ptr %fn, ptr %ptrs, ptr %dims, i64 %total, i64 %grain, ptr %scratch,
+                          i64 %stride)
+  ret i64 %r
+}}
+
+; a prepared job run on the calling thread alone, with thread 0's scratchpad
+define i64 @job_inline(ptr %s, ptr %job) {{
+{job_fields}
+  call void %fn(ptr %ptrs, ptr %dims, i64 0, i64 %total, ptr %scratch)
+  ret i64 0
 }}
 """

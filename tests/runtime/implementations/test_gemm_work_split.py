@@ -1,0 +1,41 @@
+"""How a product is split into work items over the native pool: a product too small to give each
+thread several items of MIN_ITEM_MULTIPLY_ADDS gets one item per thread; a large one up to
+ITEMS_PER_THREAD per thread; a small one (below the parallel threshold) runs as one item."""
+import numpy as np
+import pytest
+
+from snipjit.runtime.implementations import gemm_launch
+from snipjit.runtime.parallel.native_threads import get_native_pool
+
+pytestmark = pytest.mark.skipif(not gemm_launch.available() or get_native_pool() is None,
+                                reason="needs the LLVM JIT and the native pool")
+
+
+def launch(m, k, n):
+    rng = np.random.default_rng(0)
+    a, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    out = np.empty((m, n), np.float32)
+    result = gemm_launch.prepare(a, gemm_launch.pack(w), out)
+    result.run()
+    np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-4)
+    return result
+
+
+def test_a_mid_size_product_gets_one_item_per_thread():
+    threads = get_native_pool().threads
+    m = 6 * 64 * threads   # one panel (N = 64 fits every block), M·K·N well under a thread's minimum item
+    result = launch(m, 64, 64)
+    assert m * 64 * 64 < threads * gemm_launch.MIN_ITEM_MULTIPLY_ADDS
+    assert result.threads == threads and result.items == threads
+
+
+def test_a_large_product_gets_several_items_per_thread():
+    threads = get_native_pool().threads
+    m = 4 * threads * gemm_launch.ITEMS_PER_THREAD * gemm_launch.MIN_ITEM_MULTIPLY_ADDS // (256 * 64)
+    result = launch(m, 256, 64)
+    assert result.items == threads * gemm_launch.ITEMS_PER_THREAD
+
+
+def test_a_small_product_runs_as_one_item_on_the_calling_thread():
+    result = launch(16, 64, 64)
+    assert result.threads == 1 and result.items == 1

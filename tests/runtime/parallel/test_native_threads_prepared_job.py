@@ -1,0 +1,72 @@
+"""A job prepared once on the native pool runs its kernel over the whole domain at every `run()`, on the
+pool's threads or, not parallel, on the calling thread with the first scratchpad."""
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+from snipjit.runtime.parallel.native_threads import get_native_pool
+
+# fn(ptrs, dims, lo, hi, scratch): counts[i] += 1 and owner[i] = scratch for i in [lo, hi)
+COUNT = r"""
+define void @count(ptr %ptrs, ptr %dims, i64 %lo, i64 %hi, ptr %scratch) {
+entry:
+  %counts = load ptr, ptr %ptrs
+  %ownerp = getelementptr ptr, ptr %ptrs, i64 1
+  %owner = load ptr, ptr %ownerp
+  br label %head
+head:
+  %i = phi i64 [ %lo, %entry ], [ %next, %body ]
+  %more = icmp slt i64 %i, %hi
+  br i1 %more, label %body, label %done
+body:
+  %c = getelementptr i64, ptr %counts, i64 %i
+  %old = load i64, ptr %c
+  %new = add i64 %old, 1
+  store i64 %new, ptr %c
+  %o = getelementptr ptr, ptr %owner, i64 %i
+  store ptr %scratch, ptr %o
+  %next = add i64 %i, 1
+  br label %head
+done:
+  ret void
+}
+"""
+
+pytestmark = pytest.mark.skipif(get_native_pool() is None, reason="no native pool on this platform")
+
+STRIDE = 256
+
+
+@pytest.fixture(scope="module")
+def count():
+    from snipjit.targets.llvm import jit
+    module = jit.compile(COUNT)
+    return module, module.address("count")
+
+
+def prepared_count(address, total, parallel):
+    pool = get_native_pool()
+    counts, out = np.zeros(total, np.int64), np.zeros(total, np.int64)
+    ptrs = (ctypes.c_void_p * 2)(counts.ctypes.data, out.ctypes.data)
+    scratch = np.empty(STRIDE * pool.threads, np.uint8)
+    job = pool.prepare(address, ctypes.addressof(ptrs), 0, total, 0, scratch.ctypes.data, STRIDE, parallel)
+    return job.run, (out, counts, ptrs, scratch)
+
+
+@pytest.mark.parametrize("total", [1, 7, 1000])
+def test_a_prepared_parallel_job_runs_every_item_once_per_run(count, total):
+    run, (out, counts, _, scratch) = prepared_count(count[1], total, parallel=True)
+    gc.collect()   # `run` alone keeps the job's words alive
+    for launches in range(1, 4):
+        run()
+        assert (counts == launches).all()
+    base = scratch.ctypes.data
+    assert set(np.unique(out)) <= {base + t * STRIDE for t in range(get_native_pool().threads)}
+
+
+def test_a_prepared_serial_job_runs_on_the_calling_thread_with_the_first_scratchpad(count):
+    run, (out, counts, _, scratch) = prepared_count(count[1], 300, parallel=False)
+    assert run() == 0
+    assert (counts == 1).all() and (out == scratch.ctypes.data).all()
