@@ -6,9 +6,15 @@ import pytest
 
 from snipjit.runtime.implementations import gemm_launch
 from snipjit.runtime.parallel.native_threads import get_native_pool
+from snipjit.targets import isa
 
 pytestmark = pytest.mark.skipif(not gemm_launch.available() or get_native_pool() is None,
                                 reason="needs the LLVM JIT and the native pool")
+
+
+def one_panel() -> int:
+    """A width every register block of the level covers in one panel: two vectors."""
+    return 2 * isa.current().level.f32_lanes
 
 
 def launch(m, k, n):
@@ -23,19 +29,21 @@ def launch(m, k, n):
 
 def test_a_mid_size_product_gets_one_item_per_thread():
     threads = get_native_pool().threads
-    m = 6 * 64 * threads   # one panel (N = 64 fits every block), M·K·N well under a thread's minimum item
-    result = launch(m, 64, 64)
-    assert m * 64 * 64 < threads * gemm_launch.MIN_ITEM_MULTIPLY_ADDS
+    n = one_panel()
+    m = 6 * 64 * threads   # M·K·N well under a thread's minimum item
+    result = launch(m, 64, n)
+    assert m * 64 * n < threads * gemm_launch.MIN_ITEM_MULTIPLY_ADDS
     assert result.threads == threads and result.items == threads
 
 
 def test_a_large_product_gets_several_items_per_thread():
     threads = get_native_pool().threads
-    m = 4 * threads * gemm_launch.ITEMS_PER_THREAD * gemm_launch.MIN_ITEM_MULTIPLY_ADDS // (256 * 64)
-    result = launch(m, 256, 64)
+    n = one_panel()
+    m = 4 * threads * gemm_launch.ITEMS_PER_THREAD * gemm_launch.MIN_ITEM_MULTIPLY_ADDS // (256 * n)
+    result = launch(m, 256, n)
     assert result.items == threads * gemm_launch.ITEMS_PER_THREAD
 
 
 def test_a_small_product_runs_as_one_item_on_the_calling_thread():
-    result = launch(16, 64, 64)
+    result = launch(16, 64, one_panel())
     assert result.threads == 1 and result.items == 1
