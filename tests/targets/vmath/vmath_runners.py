@@ -13,12 +13,10 @@ from llvmlite import ir
 from snipjit.targets.c.gcc import CCompiler, load_shared_object
 from snipjit.targets.c.vmath_render import function_name, render_function
 from snipjit.targets.llvm import jit, vmath
+from snipjit.targets.llvm.array_map import map_kernel
 from snipjit.targets import TargetError, isa
 from snipjit.targets.vmath import lookup
 
-F32 = ir.FloatType()
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
 
 
 def symbol(op: str, params: dict) -> str:
@@ -33,41 +31,8 @@ def c_compiler() -> CCompiler | None:
 
 
 # ---- LLVM -------------------------------------------------------------------------------------------
-def _splat(b: ir.IRBuilder, scalar: ir.Value, width: int) -> ir.Value:
-    vec = ir.VectorType(scalar.type, width)
-    one = b.insert_element(ir.Constant(vec, None), scalar, I32(0))
-    return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(ir.VectorType(I32, width), [0] * width))
-
-
-def _masked(b: ir.IRBuilder, kind: str, ret: ir.Type, *args: ir.Value) -> ir.Value:
-    vec = ret if kind == "load" else args[0].type
-    name = f"llvm.masked.{kind}.v{vec.count}f32.p0"
-    fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(ret, [a.type for a in args]), name)
-    return b.call(fn, args)
-
-
 def _llvm_kernel(module: ir.Module, op: str, params: dict, width: int) -> None:
-    arity = lookup(op).arity
-    vec = ir.VectorType(F32, width)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32.as_pointer()] * (arity + 1) + [I64]),
-                     name=symbol(op, params))
-    *inputs, out, n = fn.args
-    entry, loop, done = (fn.append_basic_block(s) for s in ("entry", "loop", "done"))
-    b = ir.IRBuilder(entry)
-    b.cbranch(b.icmp_signed(">", n, I64(0)), loop, done)
-    b.position_at_end(loop)
-    i = b.phi(I64)
-    i.add_incoming(I64(0), entry)
-    lane_ids = ir.Constant(ir.VectorType(I64, width), list(range(width)))
-    mask = b.icmp_signed("<", b.add(_splat(b, i, width), lane_ids), _splat(b, n, width))
-    zeros = ir.Constant(vec, [0.0] * width)
-    operands = [_masked(b, "load", vec, b.gep(p, [i]), I32(4), mask, zeros) for p in inputs]
-    _masked(b, "store", ir.VoidType(), vmath.emit(b, op, *operands, **params), b.gep(out, [i]), I32(4), mask)
-    following = b.add(i, I64(width))
-    i.add_incoming(following, b.block)
-    b.cbranch(b.icmp_signed("<", following, n), loop, done)
-    b.position_at_end(done)
-    b.ret_void()
+    map_kernel(module, symbol(op, params), lambda b, *xs: vmath.emit(b, op, *xs, **params), lookup(op).arity, width)
 
 
 @functools.cache
