@@ -29,7 +29,9 @@ def run(level: str | None = None) -> str:
 
 def test_reports_every_installed_peer():
     out = run()
-    assert "24x40x56" in out and "geometric mean vs ORT" in out
+    assert "24x40x56" in out and "FMA peak" in out
+    if importlib.util.find_spec("onnxruntime") is not None:
+        assert "geometric mean vs ORT" in out
     if importlib.util.find_spec("openvino") is not None:
         assert "geometric mean vs OpenVINO" in out
 
