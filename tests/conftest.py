@@ -1,6 +1,8 @@
 """Fixtures shared across the test folders."""
 import pytest
 
+from snipjit.targets import isa
+
 from snipjit.runtime.caches import kernel_cache
 
 
@@ -11,3 +13,24 @@ def memory_only_kernel_cache():
     kernel_cache._cache = kernel_cache.KernelCache(None)
     yield
     kernel_cache._cache = saved
+
+
+def executable(name: str) -> bool:
+    """Whether this CPU can execute code of ISA level `name`."""
+    try:
+        isa.select_for_host(name)
+        return True
+    except isa.IsaError:
+        return False
+
+
+@pytest.fixture(params=[level.name for level in isa.LEVELS])
+def level(request, monkeypatch) -> isa.IsaLevel:
+    """A test taking it runs once per ISA level, with SNIPJIT_ISA forcing that level for the test; levels
+    this CPU cannot execute are skipped."""
+    if not executable(request.param):
+        pytest.skip(f"this CPU cannot execute {request.param} code")
+    monkeypatch.setenv(isa.ENV_VAR, request.param)
+    chosen = isa.current().level
+    assert chosen.name == request.param
+    return chosen

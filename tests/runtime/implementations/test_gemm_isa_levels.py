@@ -8,28 +8,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import snipjit
 from snipjit import GraphBuilder
 from snipjit.runtime.implementations import gemm_launch as gemm
-from snipjit.targets import isa
 from snipjit.targets.llvm import jit
 from snipjit.targets.llvm.gemm import DIMS
 
 pytestmark = pytest.mark.skipif(not gemm.available(), reason="no LLVM JIT")
-
-
-def executable(name: str) -> bool:
-    try:
-        isa.select_for_host(name)
-        return True
-    except isa.IsaError:
-        return False
-
-
-@pytest.fixture(params=[level.name for level in isa.LEVELS])
-def level(request, monkeypatch):
-    if not executable(request.param):
-        pytest.skip(f"this CPU cannot execute {request.param} code")
-    monkeypatch.setenv("SNIPJIT_ISA", request.param)
-    assert jit.host().level.name == request.param   # (the environment holds for every generated input)
-    return request.param
 
 
 def randn(rng, *shape):
