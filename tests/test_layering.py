@@ -43,23 +43,12 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def type_checking_blocks(tree: ast.AST) -> set[int]:
-    """ids of the import nodes under `if TYPE_CHECKING:`: they exist for annotations only."""
-    return {id(n) for block in ast.walk(tree)
-            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-            for stmt in block.body for n in ast.walk(stmt)}
-
-
-def imports(name: str, path: Path, known: set[str], annotations: bool = True) -> set[str]:
-    """The snipjit modules `name` imports anywhere in its text (top level, functions, conditionals);
-    `annotations=False` leaves out the imports made only for type checkers."""
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The snipjit modules `name` imports anywhere in its text (top level, functions, conditionals, type
+    checking); `from package import module` counts the package too, since the package runs first."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    tree = ast.parse(path.read_text(), str(path))
-    skipped = set() if annotations else type_checking_blocks(tree)
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -85,7 +74,6 @@ def rank(name: str, layers) -> int | None:
 
 
 GRAPH = {name: imports(name, path, set(modules())) for name, path in modules().items()}
-RUNTIME_GRAPH = {name: imports(name, path, set(modules()), annotations=False) for name, path in modules().items()}
 
 
 def test_every_module_has_a_layer():
@@ -102,9 +90,9 @@ def test_imports_go_down_the_layers(layers):
 
 
 def test_no_import_cycles():
-    """Tarjan's strongly connected components over the imports that run: any with two modules is a
-    cycle. A package importing its own submodules (`from . import x` in __init__) is not counted."""
-    graph = {a: {b for b in targets if not b.startswith(a + ".")} for a, targets in RUNTIME_GRAPH.items()}
+    """Tarjan's strongly connected components over the module graph: any with two modules is a cycle
+    (a package whose __init__ imports a submodule that imports the package back is one)."""
+    graph = GRAPH
     index, low, stack, on_stack, cycles = {}, {}, [], set(), []
 
     def visit(v):

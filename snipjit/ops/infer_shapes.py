@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..ir.graph import Graph, GraphError, TensorType
 from ..ir.shape import ShapeError, merge_shapes
-from . import infer_node
+from .registry import infer_node
 
 
 def infer_shapes(graph: Graph) -> Graph:

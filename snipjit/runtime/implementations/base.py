@@ -2,7 +2,7 @@
 launches, and the always-available `reference` implementation (the op's NumPy kernel).
 
 Each implementation says which nodes it accepts and builds a kernel for one node; the list the program
-asks, in order, is `implementations.IMPLEMENTATIONS`.
+asks, in order, is `implementations.choice.IMPLEMENTATIONS`.
 """
 from __future__ import annotations
 

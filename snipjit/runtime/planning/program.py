@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ...ir.graph import Graph, Node, TensorType, Value, held_placeholder
-from ..implementations import choose
+from ..implementations.choice import choose
 from ..implementations.base import Kernel
 from .progress import Progress
 from ...memory.solver import BufferRequest, MemoryPlan, solve_buffer_memory

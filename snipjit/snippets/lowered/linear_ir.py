@@ -15,7 +15,7 @@ from ...ops import get_op
 from ..symbolic import Sym
 from .expression import Expression
 from .loop_info import LoopManager
-from .port import ExpressionPort, PortConnector, PortDescriptor
+from .expression import ExpressionPort, PortConnector, PortDescriptor
 
 
 class LinearIRError(ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..symbolic import Sym
-from .port import ExpressionPort
+from .expression import ExpressionPort
 
 
 @dataclass

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 from ..symbolic import Sym
-from .expression import Expression
+from .expression import Expression, ExpressionPort, Reg
 from .linear_ir import LinearIR
-from .port import ExpressionPort
 
 MEMORY_OPS = ("Parameter", "Result", "Buffer")
 LOOP_FREE_OPS = ("Parameter", "Result", "Scalar", "LoopBegin", "LoopEnd")
@@ -70,7 +69,6 @@ def kernel_buffers(lir: LinearIR) -> dict[tuple, tuple]:
     """Every memory a kernel addresses, by the key its Loads/Stores name: ("param", i) and
     ("result", i) with their data pointer register and dtype, and ("scratch", group) for each Buffer
     register group (scratch rows hold 4-byte lanes)."""
-    from .port import Reg
     out: dict[tuple, tuple] = {}
     for i, p in enumerate(lir.parameters()):
         out[("param", i)] = (p.out_descs[0].reg, p.dtype)

@@ -61,8 +61,8 @@ class CCompiler:
 
     @staticmethod
     def find() -> "CCompiler":
-        from .. import isa
-        return CCompiler(find_compiler(), isa.gcc_arch_flags(isa.current()))
+        from ..isa import current, gcc_arch_flags
+        return CCompiler(find_compiler(), gcc_arch_flags(current()))
 
     @property
     def flags(self) -> tuple[str, ...]:

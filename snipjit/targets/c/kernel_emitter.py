@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ...snippets.lowered.linear_ir import LinearIR
 from ...snippets.lowered.memory import kernel_buffers, stride
-from ...snippets.lowered.port import Reg
+from ...snippets.lowered.expression import Reg
 from ...snippets.symbolic import Sym
 from .vmath_render import function_name, render_function
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import isa
+from ..isa import IsaLevel, current
 from ..vmath import Vec, VectorBuilder, lookup
 
 _TYPES = {"f32": "vf", "i32": "vi", "m32": "vi", "f64": "vd", "i64": "vl", "m64": "vl"}
@@ -188,11 +188,11 @@ def function_name(name: str, params: dict) -> str:
     return f"vmath_{name}_{digest}"
 
 
-def render_function(name: str, params: dict, lanes: int, isa_level: isa.IsaLevel | None = None) -> str:
+def render_function(name: str, params: dict, lanes: int, isa_level: IsaLevel | None = None) -> str:
     """The C definition of math function ``name`` (with ``params``) for vectors of ``lanes`` lanes, for
-    ``isa_level`` (default: the level kernels are compiled for, ``isa.current()``)."""
+    ``isa_level`` (default: the level kernels are compiled for, ``current()``)."""
     op = lookup(name)
-    builder = CVectorBuilder(lanes, (isa_level or isa.current().level).fused_multiply_add)
+    builder = CVectorBuilder(lanes, (isa_level or current().level).fused_multiply_add)
     operands = [f"x{i}" for i in range(op.arity)]
     result = op(*(Vec(builder, x, "f32") for x in operands), **params)
     signature = ", ".join(f"vf {x}" for x in operands)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from .. import isa
+from ..isa import IsaLevel, highest_level, requested_level, select_for_host
 
 
 class JitError(RuntimeError):
@@ -40,9 +40,9 @@ class HostInfo:
         return f"+{name}" in self.features.split(",")
 
     @property
-    def level(self) -> isa.IsaLevel:
+    def level(self) -> IsaLevel:
         """The instruction-set level these features execute."""
-        return isa.highest_level(self.features)
+        return highest_level(self.features)
 
     @property
     def vector_bits(self) -> int:
@@ -65,13 +65,13 @@ def _initialize() -> None:
 
 def host() -> HostInfo:
     """The CPU code is compiled for: the host's, at the level `SNIPJIT_ISA` asks for (default: its own)."""
-    return _host(isa.requested_level())  # (cached per level: a test may switch levels)
+    return _host(requested_level())  # (cached per level: a test may switch levels)
 
 
 @functools.cache
 def _host(level: str | None) -> HostInfo:
     _initialize()
-    chosen = isa.select_for_host(level)
+    chosen = select_for_host(level)
     return HostInfo(triple=llvm.get_process_triple(), cpu=chosen.cpu, features=chosen.features)
 
 

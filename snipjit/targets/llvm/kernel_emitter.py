@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ...snippets.lowered.linear_ir import LinearIR
 from ...snippets.lowered.memory import kernel_buffers, stride
-from ...snippets.lowered.port import Reg
+from ...snippets.lowered.expression import Reg
 from ...snippets.symbolic import Sym
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)

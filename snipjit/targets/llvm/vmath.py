@@ -17,7 +17,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from .. import isa
+from ..isa import IsaLevel, current
 from ..vmath import OPS, Vec, VectorBuilder, lookup
 
 F32 = ir.FloatType()
@@ -110,16 +110,16 @@ class LLVMVectorBuilder(VectorBuilder):
         return merged
 
 
-def emit(builder: ir.IRBuilder, name: str, *operands: ir.Value, isa_level: isa.IsaLevel | None = None,
+def emit(builder: ir.IRBuilder, name: str, *operands: ir.Value, isa_level: IsaLevel | None = None,
          **params) -> ir.Value:
     """Emit math function ``name`` on ``<N x float>`` operands for ``isa_level`` (default: the level
-    code is compiled for, ``isa.current()``); KeyError names the known ops."""
+    code is compiled for, ``current()``); KeyError names the known ops."""
     op = lookup(name)
     if len(operands) != op.arity:
         raise TypeError(f"{name} takes {op.arity} operand(s), got {len(operands)}")
     for value in operands:
         if not (isinstance(value.type, ir.VectorType) and value.type.element == F32):
             raise TypeError(f"{name}: operands must be <N x float>, got {value.type}")
-    level = isa_level or isa.current().level
+    level = isa_level or current().level
     vb = LLVMVectorBuilder(builder, operands[0].type.count, level.fused_multiply_add)
     return op(*(Vec(vb, v, "f32") for v in operands), **params).value

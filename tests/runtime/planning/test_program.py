@@ -6,7 +6,7 @@ import pytest
 
 import snipjit
 from snipjit.ir.graph import TensorType
-from snipjit.runtime.implementations import IMPLEMENTATIONS
+from snipjit.runtime.implementations.choice import IMPLEMENTATIONS
 from snipjit.runtime.caches import kernel_cache
 from snipjit.runtime.implementations.base import (Implementation, NotApplicable, ReferenceKernel, choose_implementation)
 from snipjit.runtime.caches.kernel_cache import KernelCache

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR, LinearIRError
-from ..port import Reg
+from ..expression import Reg
 
 
 class AssignRegisters(LinearIRPass):

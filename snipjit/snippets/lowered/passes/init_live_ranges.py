@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
-from ..port import Reg
+from ..expression import Reg
 
 _NO_VALUE = ("Store", "Result", "LoopEnd", "Spill", "Buffer")   # memory markers and stores hold no value
 _GPR_OPS = ("Parameter", "Result", "LoopBegin")

@@ -13,7 +13,7 @@ from ...symbolic import Sym
 from ..expression import Expression
 from ..linear_ir import LinearIR
 from ..loop_info import LoopPort
-from ..port import PortConnector
+from ..expression import PortConnector
 
 
 class InsertSpecificIterations(LinearIRPass):

@@ -3,7 +3,7 @@ counters) with its live interval; values used inside a loop they are not defined
 Parameters and Scalars, set once before the parallel domain's loop, live to the end of the kernel."""
 from lir_helpers import find, lowered, one
 from snipjit.snippets.lowered.passes.init_live_ranges import InitLiveRanges
-from snipjit.snippets.lowered.port import Reg
+from snipjit.snippets.lowered.expression import Reg
 
 BODY = """graph(x: f32[4,37]) -> [z] {
   const c: f32[] = 2.0

@@ -1,0 +1,21 @@
+"""What a program step can run on. The program asks these in order and takes the first that accepts
+the node: a generated `snippet` kernel for a fused Subgraph, else the `blas` products (MatMul, Gemm,
+Conv on the generated GEMM), else the op's NumPy `reference` kernel, which accepts every node."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ...ir.graph import Node
+from .base import REFERENCE, Implementation, choose_implementation
+from .blas import BLAS
+from .snippet import SNIPPET
+
+IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, BLAS, REFERENCE)
+
+
+def choose(node: Node, options: dict) -> tuple[str, Callable]:
+    """The kind and the kernel of the first implementation that takes `node` (see `IMPLEMENTATIONS`)."""
+    return choose_implementation(node, options, IMPLEMENTATIONS)
+
+
+__all__ = ["IMPLEMENTATIONS", "Implementation", "choose"]
