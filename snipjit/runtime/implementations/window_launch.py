@@ -1,0 +1,232 @@
+"""Channels-last (NHWC) sliding windows on snipjit's generated window kernel (`targets.llvm.window`),
+run on the native pool: depthwise convolution (with bias and a clamp fused), MaxPool, AveragePool and
+the global pools.
+
+One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once
+per process and level; its register block follows the level (`targets.isa`). Depthwise weights are
+packed once (`pack_depthwise`): tap-major [KH·KW, cp] with cp a multiple of the vector width, zeros
+past C, so the kernel loads whole weight vectors without masks. Work items are output rows × chunks of
+channels × images: a large image splits by rows, a small late layer (7×7×960) by channels too; a small
+job runs on the calling thread.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...memory.solver import aligned_empty
+from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks, window_module
+from ..parallel.native_threads import compile_kernel, get_native_pool
+from .gemm_launch import available
+
+PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
+ITEMS_PER_THREAD = 8          # work items wanted per thread (the pool balances them between cores)
+
+
+@dataclass(frozen=True)
+class Window:
+    """2-D window geometry."""
+    kernel: tuple[int, int]
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)   # top, left, bottom, right
+    dilations: tuple[int, int] = (1, 1)
+
+    def output_size(self, h: int, w: int) -> tuple[int, int]:
+        """(OH, OW) for an input of h × w (no ceil mode)."""
+        top, left, bottom, right = self.pads
+        return tuple((size + lo + hi - (k - 1) * dil - 1) // s + 1 for size, lo, hi, k, s, dil in
+                     ((h, top, bottom, self.kernel[0], self.strides[0], self.dilations[0]),
+                      (w, left, right, self.kernel[1], self.strides[1], self.dilations[1])))
+
+    def check(self) -> None:
+        if min(self.kernel + self.strides + self.dilations) < 1 or min(self.pads) < 0:
+            raise ValueError(f"window {self}: kernel, strides and dilations must be positive, pads >= 0")
+
+
+@dataclass(frozen=True)
+class CompiledWindow:
+    """One window kernel for one ISA level (compiled on first use)."""
+    shape: WindowKernel
+    cpu: str
+    features: str
+
+
+def kernel_for(combine: str) -> CompiledWindow:
+    """The window kernel combining taps with `combine` at the current ISA level."""
+    from ...targets.llvm import jit
+    host = jit.host()
+    level = host.level
+    pixels, vectors = window_blocks(level.vector_registers)
+    return CompiledWindow(WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add),
+                          host.cpu, host.features)
+
+
+@functools.cache
+def _compiled(kernel: CompiledWindow) -> tuple[int, object]:
+    from ...targets.llvm import jit
+    host = jit.host()
+    if (host.cpu, host.features) != (kernel.cpu, kernel.features):
+        raise RuntimeError(f"window kernel {kernel.shape.name} was chosen for another ISA level than "
+                           f"SNIPJIT_ISA now selects ({host.level.name})")
+    return compile_kernel(window_module(kernel.shape), kernel.shape.name)
+
+
+def _padded(c: int, lanes: int) -> int:
+    return -(-c // lanes) * lanes
+
+
+@dataclass(frozen=True)
+class PackedDepthwise:
+    """Depthwise weights [C, 1, KH, KW] laid out tap-major: data[kh·KW + kw, c], zeros past C."""
+    data: np.ndarray    # [KH·KW, cp]
+    channels: int
+    kernel: tuple[int, int]
+
+    def unpack(self) -> np.ndarray:
+        kh, kw = self.kernel
+        return np.ascontiguousarray(self.data[:, :self.channels].T.reshape(self.channels, 1, kh, kw))
+
+
+def pack_depthwise(w: np.ndarray) -> PackedDepthwise:
+    """Pack ONNX depthwise weights [C, 1, KH, KW] (float32) for the current ISA level."""
+    if w.ndim != 4 or w.shape[1] != 1:
+        raise ValueError(f"depthwise weights must be [C, 1, KH, KW], got {list(w.shape)}")
+    c, _, kh, kw = w.shape
+    from ...targets.llvm import jit
+    cp = _padded(c, jit.host().level.f32_lanes)
+    data = aligned_empty(kh * kw * cp * 4).view(np.float32).reshape(kh * kw, cp)
+    data[:, c:] = 0
+    data[:, :c] = np.asarray(w, np.float32).reshape(c, kh * kw).T
+    return PackedDepthwise(data, c, (kh, kw))
+
+
+@dataclass
+class WindowLaunch:
+    """One window operation with its kernel arguments prepared: `run()` computes it again into the same
+    memory (x and out must stay alive; the packed weights, bias, clamp and tap offsets are held here). A
+    launch made to `repeat` runs as one prepared native call (`NativePool.prepare`)."""
+    kernel: CompiledWindow
+    ptrs: ctypes.Array
+    dims: ctypes.Array
+    items: int
+    threads: int
+    held: tuple          # arrays the pointers point into
+    repeats: bool = False
+
+    def __post_init__(self):
+        address, fn = _compiled(self.kernel)
+        pool = get_native_pool()
+        if self.items == 0:
+            self._call = lambda: None
+        elif pool is not None and self.repeats:
+            self.job = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
+                                    0, 0, 0, parallel=self.threads > 1)
+            self._call = self.job.run
+        elif pool is not None and self.threads > 1:
+            self._call = functools.partial(pool.run, address, ctypes.addressof(self.ptrs),
+                                           ctypes.addressof(self.dims), self.items)
+        else:
+            self._call = functools.partial(fn, self.ptrs, self.dims, 0, self.items, None)
+
+    def run(self) -> None:
+        """Compute the operation into `out` (a method, so `prepare_...(...).run()` keeps the arguments
+        alive while it runs)."""
+        self._call()
+
+
+def _check_nhwc(name: str, a: np.ndarray) -> None:
+    if not isinstance(a, np.ndarray) or a.ndim != 4 or a.dtype != np.float32 or not a.flags.c_contiguous:
+        raise ValueError(f"{name} must be a C-contiguous float32 NHWC array [N, H, W, C], got "
+                         f"{getattr(a, 'dtype', type(a).__name__)} {list(getattr(a, 'shape', ()))}"
+                         f"{'' if getattr(a, 'flags', None) is None or a.flags.c_contiguous else ' (not contiguous)'}")
+
+
+def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
+            bias: np.ndarray | None, clamp: tuple[float, float] | None, include_pad: bool,
+            repeats: bool) -> WindowLaunch | None:
+    _check_nhwc("x", x)
+    _check_nhwc("out", out)
+    window.check()
+    n, h, w, c = x.shape
+    oh, ow = window.output_size(h, w)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"window {window} does not fit an input of {h}×{w} (even padded)")
+    if out.shape != (n, oh, ow, c):
+        raise ValueError(f"out is {list(out.shape)}, but the window on x {list(x.shape)} gives "
+                         f"{[n, oh, ow, c]}")
+    if not available():
+        return None
+    kernel = kernel_for(combine)
+    lanes, vectors = kernel.shape.lanes, kernel.shape.vectors
+    kh, kw = window.kernel
+    (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
+    ow_lo = min(ow, -(-left // sw))                                  # first column with iw >= 0
+    ow_hi = max(ow_lo, min(ow, (w - 1 + left - (kw - 1) * dw) // sw + 1))   # past the last inside the row
+    pool = get_native_pool()
+    taps = x.shape[0] * oh * ow * c * kh * kw
+    threads = pool.threads if pool is not None and taps >= PARALLEL_MIN_TAPS else 1
+    block = vectors * lanes
+    chunks = 1
+    if threads > 1 and c:
+        chunks = min(-(-c // block), max(1, -(-threads * ITEMS_PER_THREAD // (n * oh))))
+    chunk_c = _padded(-(-c // chunks), block) if c else block
+    chunks = -(-c // chunk_c) if c else 0
+    cp = _padded(c, lanes)
+    if combine == "madd":
+        full_bias = np.zeros(cp, np.float32)
+        if bias is not None:
+            full_bias[:c] = np.asarray(bias, np.float32).reshape(c)
+        lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
+        params = np.array([lo, hi], np.float32)
+        held = (x, out, weights, full_bias, params)
+    else:
+        full_bias = params = None
+        held = (x, out)
+    taps = ((np.arange(kh)[:, None] * dh * w + np.arange(kw)[None, :] * dw) * c).astype(np.int64).reshape(-1)
+    held += (taps,)
+    address = {"x": x, "w": weights, "bias": full_bias, "out": out, "params": params, "taps": taps}
+    ptrs = (ctypes.c_void_p * len(PTRS))(*(None if address[p] is None else address[p].ctypes.data for p in PTRS))
+    values = dict(H=h, W=w, C=c, OH=oh, OW=ow, KH=kh, KW=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=top, pl=left,
+                  ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, cp=cp, include_pad=int(include_pad))
+    dims = (ctypes.c_int64 * len(DIMS))(*(values[name] for name in DIMS))
+    return WindowLaunch(kernel, ptrs, dims, n * chunks * oh, threads, held, repeats)
+
+
+def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray | None,
+                      clamp: tuple[float, float] | None, out: np.ndarray, window: Window,
+                      repeats: bool = False) -> WindowLaunch | None:
+    """out = clamp(depthwise_conv(x, packed) + bias) in NHWC; None when the native JIT is unavailable."""
+    if not isinstance(packed, PackedDepthwise):
+        raise ValueError("prepare_depthwise takes weights packed by pack_depthwise")
+    if packed.kernel != tuple(window.kernel):
+        raise ValueError(f"the packed weights are {packed.kernel[0]}×{packed.kernel[1]}, the window's kernel "
+                         f"{window.kernel[0]}×{window.kernel[1]}")
+    if x.ndim == 4 and packed.channels != x.shape[3]:
+        raise ValueError(f"the weights have {packed.channels} channels, x has {x.shape[3]}")
+    if available() and packed.data.shape[1] != _padded(packed.channels, kernel_for("madd").shape.lanes):
+        raise ValueError("the weights were packed for another ISA level than SNIPJIT_ISA now selects")
+    if bias is not None and np.size(bias) != packed.channels:
+        raise ValueError(f"bias has {np.size(bias)} values for {packed.channels} channels")
+    if clamp is not None and len(clamp) != 2:
+        raise ValueError(f"clamp must be (lo, hi), got {clamp!r}")
+    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats)
+
+
+def prepare_pool(kind: str, x: np.ndarray, out: np.ndarray, window: Window, count_include_pad: bool = False,
+                 repeats: bool = False) -> WindowLaunch | None:
+    """MaxPool (`kind` "max") or AveragePool ("avg") in NHWC; None when the native JIT is unavailable."""
+    if kind not in ("max", "avg"):
+        raise ValueError(f"pool kind must be 'max' or 'avg', got {kind!r}")
+    return _launch("max" if kind == "max" else "mean", x, out, window, None, None, None,
+                   bool(count_include_pad), repeats)
+
+
+def prepare_global_pool(kind: str, x: np.ndarray, out: np.ndarray, repeats: bool = False) -> WindowLaunch | None:
+    """GlobalMaxPool / GlobalAveragePool in NHWC (out [N, 1, 1, C]); None when the JIT is unavailable."""
+    if kind not in ("max", "avg"):
+        raise ValueError(f"pool kind must be 'max' or 'avg', got {kind!r}")
+    _check_nhwc("x", x)
+    return prepare_pool(kind, x, out, Window((x.shape[1], x.shape[2])), False, repeats)

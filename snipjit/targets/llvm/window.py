@@ -1,0 +1,319 @@
+"""One generated f32 kernel for channels-last (NHWC) sliding windows: depthwise convolution, max and
+average pooling, global pooling — the same loops, told apart by how a tap combines into an accumulator.
+
+- `madd`: acc += w[kh, kw, c] · x (depthwise convolution; FMA where the ISA level has one), starting at
+  the bias, clamped to [lo, hi] before the store (Relu, Relu6, Clip);
+- `max`: acc = max(acc, x), starting at -inf; padding is never read, so it counts as -inf;
+- `mean`: acc += x, scaled by 1 / (taps): every tap of the window with `include_pad`, else the taps
+  inside the input.
+
+A global pool is the window covering the whole image (one output pixel). The ABI is the GEMM's
+(`KernelFunction`): `fn(ptrs, dims, begin, end, scratch)` computes work items [begin, end) on the native
+pool. A work item is one output row of one chunk of channels of one image (rows fastest, so a thread's
+consecutive items reuse the input rows they share).
+
+- ptrs: x [N, H, W, C]; w [KH·KW, cp] (depthwise weights tap-major, zero-padded to cp, a multiple of the
+  vector width); bias [cp] (zero-padded); out [N, OH, OW, C]; params f32 [lo, hi]; taps i64 [KH·KW]
+  (each tap's offset in x from the window's origin: kh·dh·W·C + kw·dw·C).
+- dims: see `DIMS`; `ow_lo`/`ow_hi` bound the output columns whose windows lie inside the input's width.
+
+Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through
+the tap loops, so each weight vector loaded serves every pixel of the block. Each register block is a
+function of its own, never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets
+computed, or the blocks inlined into the row loops, LLVM strength-reduces every pixel's address into an
+induction variable and spills them (measured 2-3× slower). Blocks of `pixels` and
+of half as many run over the interior columns (all taps inside the row, no checks); the columns left
+over and the edge columns run one pixel at a time with their kw range clipped to the input, never
+branching per tap; a row's kh range is clipped the same way. Channels go `vectors` at a time, then one
+vector at a time, then the tail of C under a lane mask — the only masked loads and stores, since the
+weights and bias are padded (AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from .counted_loop import I64, CountedLoop, i64 as _c
+
+F32 = ir.FloatType()
+I32 = ir.IntType(32)
+I1 = ir.IntType(1)
+COMBINES = ("madd", "max", "mean")
+DIMS = ("H", "W", "C", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl", "ow_lo", "ow_hi",
+        "chunks", "chunk_c", "cp", "include_pad")
+PTRS = ("x", "w", "bias", "out", "params", "taps")
+
+
+@dataclass(frozen=True)
+class WindowKernel:
+    """The shape of one generated kernel."""
+    combine: str    # one of COMBINES
+    pixels: int     # output pixels of the widest register block
+    vectors: int    # channel vectors of the widest register block
+    lanes: int      # f32 lanes per vector (the ISA level's width)
+    fused: bool = True   # FMA instructions (else a multiply and an add)
+
+    def __post_init__(self):
+        if self.combine not in COMBINES:
+            raise ValueError(f"window combine {self.combine!r} is not one of {COMBINES}")
+
+    @property
+    def name(self) -> str:
+        return (f"snipjit_window_{self.combine}_{self.pixels}x{self.vectors}x{self.lanes}"
+                f"{'' if self.fused else '_mul_add'}")
+
+
+def window_blocks(registers: int) -> tuple[int, int]:
+    """(pixels, vectors) of the register block for a register file: pixels × vectors accumulators plus
+    a register per weight vector, leaving room for the input operands and the tail's mask."""
+    return (8, 2) if registers >= 32 else (4, 2)
+
+
+class _Builder:
+    """The module of one kernel with its types and intrinsics, and the function being emitted (`b`, its
+    builder; `p` and `d`, the kernel arguments loaded in it)."""
+
+    def __init__(self, shape: WindowKernel):
+        self.shape = shape
+        lanes = shape.lanes
+        self.vec = vec = ir.VectorType(F32, lanes)
+        mask_t = ir.VectorType(I1, lanes)
+        self.module = module = ir.Module(shape.name)
+        self.ptr = ptr = ir.PointerType()
+        self.fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
+        self.masked_load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]),
+                                       f"llvm.masked.load.v{lanes}f32.p0")
+        self.masked_store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
+                                        f"llvm.masked.store.v{lanes}f32.p0")
+        self.lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+
+    def function(self, name: str, args: list, internal: bool) -> ir.Function:
+        """Start emitting function `name` (its first two arguments: the kernel's ptrs and dims). An
+        internal one is never inlined: each pixel block keeps its own registers (inlined, LLVM keeps the
+        pointers of every block's loops live at once and spills them)."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), args), name)
+        if internal:
+            fn.linkage = "internal"
+            fn.attributes.add("noinline")
+        self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ptrs, dims = fn.args[:2]
+        self.p = {n: b.load(b.gep(ptrs, [_c(i)], source_etype=self.ptr), typ=self.ptr) for i, n in enumerate(PTRS)}
+        self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
+        return fn
+
+    def at(self, base, index):
+        return self.b.gep(base, [index], source_etype=F32)
+
+    def splat(self, value, typ=F32):
+        b, lanes = self.b, self.shape.lanes
+        v = b.insert_element(ir.Constant(ir.VectorType(typ, lanes), None), value, ir.Constant(I32, 0))
+        return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def constant(self, value: float):
+        return ir.Constant(self.vec, [value] * self.shape.lanes)
+
+    def load(self, address, mask=None):
+        if mask is None:
+            return self.b.load(address, typ=self.vec, align=4)
+        return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, ir.Constant(self.vec, None)])
+
+    def store(self, value, address, mask=None):
+        if mask is None:
+            self.b.store(value, address, align=4)
+        else:
+            self.b.call(self.masked_store, [value, address, ir.Constant(I32, 4), mask])
+
+    def when(self, condition, emit) -> None:
+        """Emit `emit()` under `condition`."""
+        b, fn = self.b, self.b.function
+        yes, done = fn.append_basic_block("when"), fn.append_basic_block("when.done")
+        b.cbranch(condition, yes, done)
+        b.position_at_end(yes)
+        emit()
+        b.branch(done)
+        b.position_at_end(done)
+
+    def minimum(self, x, y):
+        return self.b.select(self.b.icmp_signed("<", x, y), x, y)
+
+    def maximum(self, x, y):
+        return self.b.select(self.b.icmp_signed(">", x, y), x, y)
+
+    def clipped_range(self, start, size, step, count):
+        """[lo, hi): the taps t in [0, count) with 0 <= start + t·step < size (hi <= lo: none)."""
+        b, zero = self.b, _c(0)
+        before = b.sub(zero, start)      # taps needed to reach position 0: ceil(-start / step)
+        lo = b.select(b.icmp_signed(">", before, zero), b.sdiv(b.add(before, b.sub(step, _c(1))), step), zero)
+        room = self.maximum(b.sub(size, start), zero)   # taps before position size: ceil(room / step)
+        hi = self.minimum(count, b.sdiv(b.add(room, b.sub(step, _c(1))), step))
+        return lo, hi
+
+    def combine(self, acc, x, w):
+        b, combine = self.b, self.shape.combine
+        if combine == "madd":
+            if self.shape.fused:
+                return b.call(self.fma, [w, x, acc])
+            return b.fadd(b.fmul(w, x), acc)
+        if combine == "max":
+            return b.select(b.fcmp_ordered(">", acc, x), acc, x)
+        return b.fadd(acc, x)
+
+
+@dataclass
+class _Block:
+    """The arguments of a register block's function, as values inside it."""
+    x: ir.Value         # x at the image, the row's first input row, the first pixel's column 0 and channel c
+    w: ir.Value         # the weights at tap 0 and channel c
+    bias: ir.Value      # the bias at channel c
+    out: ir.Value       # out at the first pixel and channel c
+    kh_lo: ir.Value     # the taps [kh_lo, kh_hi) × [kw_lo, kw_hi) inside the input
+    kh_hi: ir.Value
+    kw_lo: ir.Value
+    kw_hi: ir.Value
+    left: ir.Value      # channels left from c (the masked block's lanes)
+
+
+def _accumulate(g: _Builder, blk: _Block, pixels: int, vectors: int, mask) -> list:
+    """The accumulators [pixel][vector] of the block over its taps."""
+    b, d, lanes, combine = g.b, g.d, g.shape.lanes, g.shape.combine
+    if combine == "madd":
+        initial = [g.load(g.at(blk.bias, _c(v * lanes))) for v in range(vectors)]
+    else:
+        initial = [g.constant(float("-inf") if combine == "max" else 0.0)] * vectors
+    pixel_step = b.mul(d["sw"], d["C"])
+    offsets = [b.mul(pixel_step, _c(p)) for p in range(pixels)]
+    kh_loop = CountedLoop(b, "kh", blk.kh_lo, blk.kh_hi, 1)
+    outer = [[kh_loop.phi(g.vec, initial[v]) for v in range(vectors)] for _ in range(pixels)]
+    kh_loop.enter()
+    first = b.mul(kh_loop.index, d["KW"])
+    tap = CountedLoop(b, "tap", b.add(first, blk.kw_lo), b.add(first, blk.kw_hi), 1)
+    inner = [[tap.phi(g.vec, outer[p][v]) for v in range(vectors)] for p in range(pixels)]
+    tap.enter()
+    # the tap's input offset is loaded, not computed: LLVM then cannot strength-reduce every pixel's
+    # address into an induction variable of its own (it spills them, and sets them up at every call)
+    x_tap = g.at(blk.x, b.load(b.gep(g.p["taps"], [tap.index], source_etype=I64), typ=I64))
+    if combine == "madd":
+        w_tap = g.at(blk.w, b.mul(tap.index, d["cp"]))
+        weights = [g.load(g.at(w_tap, _c(v * lanes))) for v in range(vectors)]
+    else:
+        weights = [None] * vectors
+    updated = [[g.combine(inner[p][v], g.load(g.at(x_tap, b.add(offsets[p], _c(v * lanes))), mask), weights[v])
+                for v in range(vectors)] for p in range(pixels)]
+    tap.leave([(inner[p][v], updated[p][v]) for p in range(pixels) for v in range(vectors)])
+    kh_loop.leave([(outer[p][v], inner[p][v]) for p in range(pixels) for v in range(vectors)])
+    return outer
+
+
+def _finish(g: _Builder, acc: list, scale) -> list:
+    b = g.b
+    if g.shape.combine == "madd":
+        lo, hi = (g.splat(b.load(b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
+        out = []
+        for a in acc:   # ordered compares: NaN passes through, as NumPy's clip lets it
+            a = b.select(b.fcmp_ordered("<", a, lo), lo, a)
+            out.append(b.select(b.fcmp_ordered(">", a, hi), hi, a))
+        return out
+    if g.shape.combine == "mean":
+        return [b.fmul(a, scale) for a in acc]
+    return acc
+
+
+def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool) -> ir.Function:
+    """The function computing a register block: `pixels` neighbouring output pixels × `vectors` channel
+    vectors (`masked`: one vector, its lanes below `left`)."""
+    name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}"
+    fn = g.function(name, [g.ptr] * 6 + [I64] * 5, internal=True)
+    b, d, lanes = g.b, g.d, g.shape.lanes
+    blk = _Block(*fn.args[2:])
+    mask = b.icmp_signed("<", g.lane_ids, g.splat(blk.left, I64)) if masked else None
+    scale = None
+    if g.shape.combine == "mean":
+        taps = b.mul(g.maximum(b.sub(blk.kh_hi, blk.kh_lo), _c(0)), g.maximum(b.sub(blk.kw_hi, blk.kw_lo), _c(0)))
+        every = b.icmp_signed("!=", d["include_pad"], _c(0))
+        divisor = b.select(every, b.mul(d["KH"], d["KW"]), g.maximum(taps, _c(1)))
+        scale = g.splat(b.fdiv(ir.Constant(F32, 1.0), b.sitofp(divisor, F32)))
+    acc = _accumulate(g, blk, pixels, vectors, mask)
+    for p in range(pixels):
+        values = _finish(g, acc[p], scale)
+        out_p = g.at(blk.out, b.mul(d["C"], _c(p)))
+        for v in range(vectors):
+            g.store(values[v], g.at(out_p, _c(v * lanes)), mask)
+    b.ret_void()
+    return fn
+
+
+@dataclass
+class _Row:
+    """What the pixel blocks of one work item (an output row of a channel chunk) share."""
+    args: tuple         # the kernel's ptrs and dims
+    x_row: ir.Value     # x at the image and the row's first input row (ih0), column 0
+    out_row: ir.Value   # out at the image and output row
+    kh_lo: ir.Value
+    kh_hi: ir.Value
+    c_begin: ir.Value
+    c_end: ir.Value
+
+
+def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, clip: bool):
+    """Blocks of `pixels` output columns from `start` while they fit before `stop`, each over the chunk's
+    channels (`vectors` at a time, then one, then the masked tail); the first column not done. `clip`:
+    each column's kw taps are clipped to the input's width (edges)."""
+    b, d, lanes, vectors = g.b, g.d, g.shape.lanes, g.shape.vectors
+    loop = CountedLoop(b, f"ow{pixels}", start, b.sub(stop, _c(pixels - 1)), pixels)
+    loop.enter()
+    iw0 = b.sub(b.mul(loop.index, d["sw"]), d["pl"])
+    if clip:
+        kw_lo, kw_hi = g.clipped_range(iw0, d["W"], d["dw"], d["KW"])
+    else:
+        kw_lo, kw_hi = _c(0), d["KW"]
+    x_pixel = g.at(row.x_row, b.mul(iw0, d["C"]))
+    out_pixel = g.at(row.out_row, b.mul(loop.index, d["C"]))
+
+    def call(c, count: int, masked: bool = False) -> None:
+        b.call(blocks[pixels, count, masked],
+               [*row.args, g.at(x_pixel, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out_pixel, c),
+                row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c)])
+
+    c = row.c_begin
+    for count in sorted({vectors, 1}, reverse=True):   # whole blocks of vectors, then single vectors
+        channels = CountedLoop(b, f"c{count}", c, b.sub(row.c_end, _c(count * lanes - 1)), count * lanes)
+        channels.enter()
+        call(channels.index, count)
+        channels.leave()
+        c = channels.index
+    g.when(b.icmp_signed("<", c, row.c_end), lambda: call(c, 1, masked=True))
+    loop.leave()
+    return loop.index
+
+
+def window_module(shape: WindowKernel) -> ir.Module:
+    """The module defining kernel `shape.name`."""
+    g = _Builder(shape)
+    sizes = sorted({shape.pixels, max(1, shape.pixels // 2), 1}, reverse=True)
+    blocks = {(pixels, count, masked): _block_function(g, pixels, count, masked)
+              for pixels in sizes for count, masked in {(shape.vectors, False), (1, False), (1, True)}}
+    fn = g.function(shape.name, [g.ptr, g.ptr, I64, I64, g.ptr], internal=False)
+    b, d = g.b, g.d
+    begin, end = fn.args[2:4]
+    work = CountedLoop(b, "work", begin, end, 1)
+    work.enter()
+    per_image = b.mul(d["chunks"], d["OH"])
+    n = b.sdiv(work.index, per_image)
+    chunk = b.sdiv(b.srem(work.index, per_image), d["OH"])
+    oh = b.srem(work.index, d["OH"])
+    c_begin = b.mul(chunk, d["chunk_c"])
+    c_end = g.minimum(b.add(c_begin, d["chunk_c"]), d["C"])
+    ih0 = b.sub(b.mul(oh, d["sh"]), d["pt"])
+    kh_lo, kh_hi = g.clipped_range(ih0, d["H"], d["dh"], d["KH"])
+    x_image = g.at(g.p["x"], b.mul(n, b.mul(d["H"], b.mul(d["W"], d["C"]))))
+    out_row = g.at(g.p["out"], b.mul(b.add(b.mul(n, d["OH"]), oh), b.mul(d["OW"], d["C"])))
+    row = _Row(tuple(fn.args[:2]), g.at(x_image, b.mul(ih0, b.mul(d["W"], d["C"]))), out_row, kh_lo, kh_hi,
+               c_begin, c_end)
+    ow = _columns(g, row, blocks, _c(0), d["ow_lo"], 1, clip=True)
+    for pixels in sizes[:-1]:
+        ow = _columns(g, row, blocks, ow, d["ow_hi"], pixels, clip=False)
+    _columns(g, row, blocks, ow, d["OW"], 1, clip=True)
+    work.leave()
+    b.ret_void()
+    return g.module

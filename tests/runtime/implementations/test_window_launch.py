@@ -1,0 +1,170 @@
+"""NHWC depthwise convolution and pools on the generated window kernel, against a float64 NumPy reference
+(itself checked against the ONNX reference kernels), at every ISA level this host can execute: channel
+tails and C below the vector width, 1×1 to 7×7 kernels, strides, dilations, asymmetric pads, H or W of
+1, batches, bias and clamps, count_include_pad both ways, global pools, prepared repeated launches and
+work split over the native pool."""
+import numpy as np
+import pytest
+
+from snipjit.ops.common import evaluate
+from snipjit.runtime.implementations import window_launch as wl
+from snipjit.runtime.implementations.gemm_launch import available
+
+pytestmark = pytest.mark.skipif(not available(), reason="no LLVM JIT")
+
+
+def reference(x, kind, window, weights=None, bias=None, clamp=None, include_pad=False):
+    """kind: "madd" (depthwise, weights [C, 1, KH, KW]), "max" or "avg"; float64."""
+    n, h, w, c = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.strides, window.dilations
+    top, left, bottom, right = window.pads
+    oh, ow = window.output_size(h, w)
+    padded = np.full((n, h + top + bottom, w + left + right, c), np.nan)
+    padded[:, top:top + h, left:left + w] = x
+    total = np.zeros((n, oh, ow, c))
+    count = np.zeros((n, oh, ow, 1))
+    peak = np.full((n, oh, ow, c), -np.inf)
+    for i in range(kh):
+        for j in range(kw):
+            tap = padded[:, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            inside = ~np.isnan(tap)
+            values = np.where(inside, tap, 0.0)
+            total += values * (weights[:, 0, i, j] if kind == "madd" else 1.0)
+            count += inside[..., :1]
+            peak = np.maximum(peak, np.where(inside, tap, -np.inf))
+    if kind == "max":
+        return peak
+    if kind == "avg":
+        return total / (kh * kw if include_pad else count)
+    y = total + (0 if bias is None else bias)
+    return y if clamp is None else np.clip(y, *clamp)
+
+
+def nhwc(rng, *shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def check(out, ref):
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(ref).max()))
+
+
+# (N, H, W, C), kernel, strides, dilations, pads (top, left, bottom, right)
+CASES = [
+    ((1, 9, 11, 5), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),       # C below the vector width
+    ((2, 13, 17, 37), (3, 3), (2, 2), (1, 1), (1, 0, 2, 1)),     # batch, tail, asymmetric pads
+    ((1, 20, 30, 64), (5, 5), (1, 1), (2, 2), (2, 3, 1, 0)),     # dilation 2
+    ((1, 4, 6, 3), (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),        # 1×1
+    ((1, 16, 23, 33), (7, 7), (2, 1), (1, 1), (3, 3, 3, 3)),     # 7×7, mixed strides
+    ((1, 1, 19, 24), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),      # H = 1
+    ((1, 12, 1, 20), (3, 3), (1, 2), (1, 1), (1, 1, 1, 1)),      # W = 1
+    ((1, 40, 40, 48), (3, 3), (2, 2), (1, 1), (0, 0, 1, 1)),     # TF "SAME" stride 2
+    ((1, 5, 6, 9), (3, 3), (1, 1), (1, 2), (2, 2, 2, 2)),        # pads wider than half the window
+    ((2, 7, 7, 200), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),      # split by channels over threads
+]
+EPILOGUES = [(False, None), (True, (0.0, float("inf"))), (True, (0.0, 6.0)), (False, (-0.5, 0.5))]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}{case[1][1]}")
+def test_depthwise(level, case):
+    shape, kernel, strides, dilations, pads = case
+    window = wl.Window(kernel, strides, pads, dilations)
+    rng = np.random.default_rng(sum(shape))
+    x, weights, bias = nhwc(rng, *shape), nhwc(rng, shape[3], 1, *kernel), nhwc(rng, shape[3])
+    packed = wl.pack_depthwise(weights)
+    assert packed.data.shape[1] % level.f32_lanes == 0
+    np.testing.assert_array_equal(packed.unpack(), weights)
+    for with_bias, clamp in EPILOGUES:
+        b = bias if with_bias else None
+        ref = reference(x, "madd", window, weights, b, clamp)
+        out = np.full(ref.shape, np.nan, np.float32)
+        wl.prepare_depthwise(x, packed, b, clamp, out, window).run()
+        check(out, ref)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}{case[1][1]}")
+def test_pools(level, case):
+    shape, kernel, strides, dilations, pads = case
+    window = wl.Window(kernel, strides, pads, dilations)
+    x = nhwc(np.random.default_rng(sum(shape) + 1), *shape)
+    for kind, include_pad in (("max", False), ("avg", False), ("avg", True)):
+        ref = reference(x, kind, window, include_pad=include_pad)
+        out = np.full(ref.shape, np.nan, np.float32)
+        wl.prepare_pool(kind, x, out, window, count_include_pad=include_pad).run()
+        check(out, ref)
+
+
+@pytest.mark.parametrize("shape", [(1, 7, 7, 960), (2, 5, 3, 13), (1, 1, 1, 7), (3, 56, 56, 20)])
+def test_global_pools(level, shape):
+    x = nhwc(np.random.default_rng(shape[3]), *shape)
+    for kind, expected in (("max", x.max(axis=(1, 2), keepdims=True)),
+                           ("avg", x.astype(np.float64).mean(axis=(1, 2), keepdims=True))):
+        out = np.full((shape[0], 1, 1, shape[3]), np.nan, np.float32)
+        wl.prepare_global_pool(kind, x, out).run()
+        check(out, expected)
+
+
+def test_the_numpy_reference_agrees_with_the_onnx_reference_kernels():
+    rng = np.random.default_rng(5)
+    x, weights, bias = nhwc(rng, 2, 9, 10, 6), nhwc(rng, 6, 1, 3, 3), nhwc(rng, 6)
+    window = wl.Window((3, 3), (2, 1), (1, 0, 2, 1), (1, 1))
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 1], pads=[1, 0, 2, 1])
+    nchw = x.transpose(0, 3, 1, 2)
+    conv = evaluate("Conv", [nchw, weights, bias], dict(group=6, **attrs))[0]
+    check(reference(x, "madd", window, weights, bias), conv.transpose(0, 2, 3, 1))
+    for include_pad in (0, 1):
+        avg = evaluate("AveragePool", [nchw], dict(count_include_pad=include_pad, **attrs))[0]
+        check(reference(x, "avg", window, include_pad=bool(include_pad)), avg.transpose(0, 2, 3, 1))
+    peak = evaluate("MaxPool", [nchw], attrs)[0]
+    check(reference(x, "max", window), peak.transpose(0, 2, 3, 1))
+
+
+def test_a_prepared_launch_runs_again_on_new_data(level):
+    rng = np.random.default_rng(9)
+    window = wl.Window((3, 3), (1, 1), (1, 1, 1, 1))
+    x, weights = nhwc(rng, 1, 28, 28, 96), nhwc(rng, 96, 1, 3, 3)
+    out = np.empty_like(x)
+    launch = wl.prepare_depthwise(x, wl.pack_depthwise(weights), None, (0.0, 6.0), out, window, repeats=True)
+    assert launch.threads >= 1 and launch.items >= launch.threads
+    for _ in range(3):
+        x[...] = nhwc(rng, *x.shape)
+        launch.run()
+        check(out, reference(x, "madd", window, weights, clamp=(0.0, 6.0)))
+    pooled = np.empty((1, 14, 14, 96), np.float32)
+    pool = wl.prepare_pool("max", x, pooled, wl.Window((2, 2), (2, 2)), repeats=True)
+    pool.run()
+    check(pooled, reference(x, "max", wl.Window((2, 2), (2, 2))))
+
+
+def test_large_jobs_split_over_threads_and_small_ones_do_not():
+    from snipjit.runtime.parallel.native_threads import get_native_pool
+    pool = get_native_pool()
+    rng = np.random.default_rng(2)
+    window = wl.Window((3, 3), (1, 1), (1, 1, 1, 1))
+    big, small = nhwc(rng, 1, 7, 7, 960), nhwc(rng, 1, 4, 4, 8)
+    weights = nhwc(rng, 960, 1, 3, 3)
+    launch = wl.prepare_depthwise(big, wl.pack_depthwise(weights), None, None, np.empty_like(big), window)
+    tiny = wl.prepare_pool("avg", small, np.empty_like(small), window)
+    assert tiny.threads == 1
+    if pool is not None:
+        assert launch.threads == pool.threads and launch.items >= 4 * pool.threads
+
+
+def test_mismatched_arguments_are_named():
+    x = np.zeros((1, 8, 8, 4), np.float32)
+    window = wl.Window((3, 3), (1, 1), (1, 1, 1, 1))
+    packed = wl.pack_depthwise(np.zeros((4, 1, 3, 3), np.float32))
+    with pytest.raises(ValueError, match=r"out is \[1, 7, 8, 4\].*gives \[1, 8, 8, 4\]"):
+        wl.prepare_pool("max", x, np.zeros((1, 7, 8, 4), np.float32), window)
+    with pytest.raises(ValueError, match="x must be a C-contiguous float32"):
+        wl.prepare_pool("avg", x.transpose(0, 2, 1, 3), np.zeros_like(x), window)
+    with pytest.raises(ValueError, match="packed weights are 3×3, the window's kernel 5×5"):
+        wl.prepare_depthwise(x, packed, None, None, np.zeros((1, 6, 6, 4), np.float32),
+                             wl.Window((5, 5), (1, 1), (1, 1, 1, 1)))
+    with pytest.raises(ValueError, match="weights have 4 channels, x has 5"):
+        wl.prepare_depthwise(np.zeros((1, 8, 8, 5), np.float32), packed, None, None,
+                             np.zeros((1, 8, 8, 5), np.float32), window)
+    with pytest.raises(ValueError, match="kind"):
+        wl.prepare_global_pool("min", x, np.zeros((1, 1, 1, 4), np.float32))
+    with pytest.raises(ValueError, match="does not fit"):
+        wl.prepare_pool("max", np.zeros((1, 2, 2, 4), np.float32), np.zeros((1, 1, 1, 4), np.float32),
+                        wl.Window((5, 5)))

@@ -1,0 +1,75 @@
+"""The window kernel's machine code on CPUs other than this one: masked loads and stores (AVX2's slow
+vmaskmov, AVX-512's mask registers) appear only in the functions of the channel tail, the hot loop of
+the widest register block holds its FMAs without vector spills, and the portable level needs no library calls."""
+import re
+
+import pytest
+
+from snipjit.targets import isa
+from snipjit.targets.llvm import jit
+from snipjit.targets.llvm.window import COMBINES, WindowKernel, window_blocks, window_module
+
+CPUS = [("haswell", isa.AVX2), ("znver3", isa.AVX2), ("skylake-avx512", isa.AVX512), ("znver4", isa.AVX512)]
+
+
+def kernel(combine: str, level: isa.IsaLevel) -> WindowKernel:
+    pixels, vectors = window_blocks(level.vector_registers)
+    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add)
+
+
+def functions(asm: str) -> dict[str, str]:
+    """Each function's assembly, by name."""
+    parts = re.split(r"^(snipjit_window_\w+):\n", asm, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def innermost_loops(asm: str) -> list[list[str]]:
+    lines = asm.splitlines()
+    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\S+:", line)}
+    loops = []
+    for end, line in enumerate(lines):
+        jump = re.match(r"\s+j\w+\s+(\.LBB\S+)", line)
+        if jump and labels.get(jump.group(1), end) < end:
+            loops.append((labels[jump.group(1)], end))
+    inner = [r for r in loops if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in loops)]
+    return [lines[start:end + 1] for start, end in inner]
+
+
+def masked(text: str) -> bool:
+    return "maskmov" in text or "{%k" in text
+
+
+@pytest.mark.parametrize("cpu, level", CPUS)
+@pytest.mark.parametrize("combine", COMBINES)
+def test_masks_only_in_the_channel_tail(cpu, level, combine):
+    shape = kernel(combine, level)
+    bodies = functions(jit.assembly_for(window_module(shape), cpu))
+    assert len(bodies) == 10   # the kernel, 3 pixel blocks × (vectors, one vector, masked tail)
+    for name, body in bodies.items():
+        assert masked(body) == name.endswith("_masked"), name
+    if level is isa.AVX2:
+        assert any("vmaskmov" in body for body in bodies.values())
+
+
+@pytest.mark.parametrize("cpu, level", CPUS)
+def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level):
+    shape = kernel("madd", level)
+    body = functions(jit.assembly_for(window_module(shape), cpu))[
+        f"{shape.name}_{shape.pixels}x{shape.vectors}"]
+    loop = max(innermost_loops(body), key=lambda lines: sum("vfmadd" in line for line in lines))
+    register = "zmm" if level is isa.AVX512 else "ymm"
+    fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
+    assert fmas >= shape.pixels * shape.vectors and fmas % (shape.pixels * shape.vectors) == 0
+    assert not [line for line in loop if masked(line) or re.search(r"\(%rsp\).*mm|mm.*\(%rsp\)", line)]
+
+
+def test_the_portable_level_multiplies_and_adds_without_library_calls():
+    asm = jit.assembly_for(window_module(kernel("madd", isa.SSE)), "x86-64-v2")
+    named = [target for target in re.findall(r"call\w*\s+(\S+)", asm) if not target.startswith("*")]
+    assert all(target.startswith("snipjit_window_") for target in named) and "fma" not in asm
+    assert "mulps" in asm and "ymm" not in asm
+
+
+def test_an_unknown_combine_is_refused():
+    with pytest.raises(ValueError, match="combine"):
+        WindowKernel("min", 4, 2, 8)
