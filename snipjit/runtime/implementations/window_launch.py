@@ -166,8 +166,8 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     ow_lo = min(ow, -(-left // sw))                                  # first column with iw >= 0
     ow_hi = max(ow_lo, min(ow, (w - 1 + left - (kw - 1) * dw) // sw + 1))   # past the last inside the row
     pool = get_native_pool()
-    taps = x.shape[0] * oh * ow * c * kh * kw
-    threads = pool.threads if pool is not None and taps >= PARALLEL_MIN_TAPS else 1
+    work = n * oh * ow * c * kh * kw
+    threads = pool.threads if pool is not None and work >= PARALLEL_MIN_TAPS else 1
     block = vectors * lanes
     chunks = 1
     if threads > 1 and c:
