@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +68,10 @@ class GemmKernel:
         is blocked only where a panel would not stay in half of L2."""
         kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
         return k if k <= kc else kc
+
+    def for_convolution(self) -> "GemmKernel":
+        """The kernel of the same register block reading A through a convolution's window."""
+        return replace(self, shape=replace(self.shape, conv=True))
 
 
 @functools.cache
@@ -186,8 +190,9 @@ class GemmLaunch:
     threads: int
     scratch: object   # native_pool.Scratchpads
     bias: np.ndarray | None
-    packed: PackedB | None = None   # held too: a packed B is often made just for the launch
+    packed: object = None            # held too (PackedB, PackedConv): often made just for the launch
     repeats: bool = False
+    held: tuple = ()                 # other arrays the kernel reads (clamp bounds, the zero row)
 
     def __post_init__(self):
         address, fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
@@ -256,19 +261,53 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
         return None
     if m < MIN_ROWS and packed is None:   # a row or two (depthwise convs, vectors): NumPy wastes nothing
         return None
-    panels = -(-n // kernel.nr)
-    pool = get_native_pool()
-    threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
-    blocks = -(-m // kernel.mr)
-    per_thread = max(1, min(ITEMS_PER_THREAD, count * m * n * k // (threads * MIN_ITEM_MULTIPLY_ADDS)))
-    chunks = min(blocks, max(1, -(-per_thread * threads // (count * panels)))) if threads > 1 else 1
-    chunk_rows = -(-blocks // chunks) * kernel.mr
-    chunks = -(-m // chunk_rows)
-    ptrs = (ctypes.c_void_p * 4)(a.ctypes.data, operand.ctypes.data, out.ctypes.data,
-                                 None if bias is None else bias.ctypes.data)
+    split = _Split.of(kernel, count, m, n, k)
+    ptrs = _pointers(a, operand, out, bias)
     pack = packed is None and copies_panels(k, ldb)
-    dims = (ctypes.c_int64 * 16)(m, k, n, lda, ldb, panel_stride, n, panels, a_batch, b_batch, m * n,
-                                 chunks, chunk_rows, int(pack), int(packed is not None), kernel.k_block(k))
+    dims = _dims(M=m, K=k, N=n, lda=lda, ldb=ldb, b_panel_stride=panel_stride, ldc=n, panels=split.panels,
+                 a_batch=a_batch, b_batch=b_batch, c_batch=m * n, chunks=split.chunks, chunk_rows=split.chunk_rows,
+                 pack=int(pack), padded=int(packed is not None), kc=kernel.k_block(k))
     partial = packed is None and n % kernel.nr != 0   # its last panel is copied, zero-padded
-    scratch = scratchpads(threads, k * kernel.nr * 4 if pack or partial else 0)
-    return GemmLaunch(kernel, ptrs, dims, count * panels * chunks, threads, scratch, bias, packed, repeats)
+    scratch = scratchpads(split.threads, k * kernel.nr * 4 if pack or partial else 0)
+    return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratch, bias, packed, repeats)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """How a product's work items (row chunk × panel × batch entry) spread over the threads."""
+    threads: int
+    panels: int
+    chunks: int
+    chunk_rows: int
+    count: int
+
+    @property
+    def items(self) -> int:
+        return self.count * self.panels * self.chunks
+
+    @staticmethod
+    def of(kernel: GemmKernel, count: int, m: int, n: int, k: int) -> "_Split":
+        panels = -(-n // kernel.nr)
+        pool = get_native_pool()
+        threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
+        blocks = -(-m // kernel.mr)
+        per_thread = max(1, min(ITEMS_PER_THREAD, count * m * n * k // (threads * MIN_ITEM_MULTIPLY_ADDS)))
+        chunks = min(blocks, max(1, -(-per_thread * threads // (count * panels)))) if threads > 1 else 1
+        chunk_rows = -(-blocks // chunks) * kernel.mr
+        return _Split(threads, panels, -(-m // chunk_rows), chunk_rows, count)
+
+
+def _pointers(*arrays: np.ndarray | None) -> ctypes.Array:
+    """The kernel's `PTRS`, in order; missing ones (and those not given) null."""
+    from ...targets.llvm.gemm import PTRS
+    addresses = [None if x is None else x.ctypes.data for x in arrays]
+    return (ctypes.c_void_p * len(PTRS))(*addresses, *[None] * (len(PTRS) - len(addresses)))
+
+
+def _dims(**values: int) -> ctypes.Array:
+    """The kernel's `DIMS` by name (those of convolutions default to 0)."""
+    from ...targets.llvm.gemm import DIMS
+    unknown = set(values) - set(DIMS)
+    if unknown:
+        raise KeyError(f"not GEMM kernel dims: {sorted(unknown)}")
+    return (ctypes.c_int64 * len(DIMS))(*(values.get(name, 0) for name in DIMS))

@@ -6,7 +6,9 @@ NR columns and chunks of rows; a work item is one chunk of one panel of one batc
 fastest, so neighbouring items share B's panel), so the kernel follows the `KernelFunction` ABI and runs
 on the native pool like any snippet: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end).
 
-- ptrs: A, B, C, bias (null: none; else one value per column, added before the store)
+- ptrs: see `PTRS`. bias: null, or one value per column added before the store; clamp (convolutions):
+  null, or [lo, hi] the stored values are clamped to (Relu, Clip; NaN stays NaN); zeros: a zero row
+  (convolutions).
 - dims: see `DIMS`. Strides are in elements. b_panel_stride is NR for a row-major B, K·NR for B packed
   panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N). `pack` != 0:
   each work item first copies its K × NR panel into the thread's scratchpad (zeros past N), so the FMA
@@ -20,6 +22,13 @@ slow vmaskmov and whose masks would occupy vector registers). It is unrolled `un
 when K is blocked, reloads) under a lane mask, outside the K loop; a last row block shorter than mr
 clamps its rows to M-1 — the duplicated rows compute the same values and store them to the same place;
 when at most half a block is left, a block of half the height does it (M=128: 5% faster with 6-row blocks).
+
+A convolution kernel (`conv`) computes a channels-last convolution as this product without an im2col
+copy (an "implicit GEMM"): A is the image [images, H, W, C] and its rows are the output pixels
+(M = images·OH·OW); K runs over the window's taps, `cg` input channels each (B is the weights packed as
+[taps·cg, N], tap-major); for each tap and row the K loop reads `cg` contiguous channels of the input
+pixel under the tap, or the zero row where the tap falls into the padding. The batch index is the group:
+a_batch offsets A's channels, c_batch C's columns (ldc = all output channels). K blocks cover whole taps.
 
 No software prefetch: prefetching B 8 or 16 rows ahead measured no gain on AVX-512 or AVX2 (the K loop
 reads B and A's rows sequentially, which the hardware prefetchers follow), and A is not packed (the
@@ -37,7 +46,10 @@ F32 = ir.FloatType()
 I32 = ir.IntType(32)
 I1 = ir.IntType(1)
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
-        "chunks", "chunk_rows", "pack", "padded", "kc")
+        "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
+        # a convolution kernel's input geometry (see `MicroKernel.conv`)
+        "cg", "H", "W", "C", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w")
+PTRS = ("A", "B", "C", "bias", "clamp", "zeros")
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,7 @@ class MicroKernel:
     lanes: int      # f32 lanes per vector (the ISA level's width)
     unroll: int     # K steps per iteration of the hot loop
     fused: bool = True   # FMA instructions (else a multiply and an add)
+    conv: bool = False   # A is a channels-last image read through a convolution's window (below)
 
     @property
     def nr(self) -> int:
@@ -55,7 +68,8 @@ class MicroKernel:
 
     @property
     def name(self) -> str:
-        return f"snipjit_gemm_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
+        return (f"snipjit_{'conv' if self.conv else 'gemm'}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}"
+                f"{'' if self.fused else '_mul_add'}")
 
 
 def register_blocks(registers: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -88,10 +102,17 @@ class _Builder:
                                         f"llvm.masked.store.v{lanes}f32.p0")
         self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
         ptrs, dims, self.begin, self.end, self.scratch = fn.args
-        self.A, self.B, self.C, self.bias = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr)
-                                             for i in range(4))
+        self.ptrs = ptrs
+        self.A, self.B, self.C, self.bias = (self.pointer(name) for name in PTRS[:4])
         self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
         self.zero = ir.Constant(vec, None)
+        self.null = ir.Constant(ptr, None)
+
+    def pointer(self, name: str):
+        """Argument pointer `name`, loaded here (the rarely used ones where they are used: a pointer
+        loaded at the entry would occupy a register through the K loop)."""
+        return self.b.load(self.b.gep(self.ptrs, [_c(PTRS.index(name))], source_etype=ir.PointerType()),
+                           typ=ir.PointerType())
 
     def at(self, base, index):
         return self.b.gep(base, [index], source_etype=F32)
@@ -189,12 +210,51 @@ class _Panel:
     full: ir.Value         # the panel lies inside N (no masks needed)
 
 
+def _conv_taps(g: _Builder, p: _Panel, rows: list, acc: list) -> list:
+    """Accumulate the taps of the K block for output pixels `rows`: per tap, the K loop over `cg`
+    channels of each row's input pixel under the tap (the zero row in the padding)."""
+    b, d, unroll = g.b, g.d, g.shape.unroll
+    pixels = []   # per row: (image · H, top input row, left input column) of its window
+    for r in rows:
+        column, rest = b.srem(r, d["OW"]), b.sdiv(r, d["OW"])
+        pixels.append((b.mul(b.sdiv(rest, d["OH"]), d["H"]),
+                       b.sub(b.mul(b.srem(rest, d["OH"]), d["stride_h"]), d["pad_t"]),
+                       b.sub(b.mul(column, d["stride_w"]), d["pad_l"])))
+    taps = CountedLoop(b, "tap", b.sdiv(p.k0, d["cg"]), b.sdiv(p.k1, d["cg"]), 1)
+    carried = [[taps.phi(g.vec, value) for value in row] for row in acc]
+    taps.enter()
+    kh = b.sdiv(taps.index, d["KW"])
+    dy, dx = b.mul(kh, d["dil_h"]), b.mul(b.sub(taps.index, b.mul(kh, d["KW"])), d["dil_w"])
+    a_rows, zeros = [], g.pointer("zeros")
+    for image_row, top, left in pixels:
+        y, x = b.add(top, dy), b.add(left, dx)
+        inside = b.and_(b.icmp_unsigned("<", y, d["H"]), b.icmp_unsigned("<", x, d["W"]))
+        pixel = b.mul(b.add(b.mul(b.add(image_row, y), d["W"]), x), d["C"])
+        a_rows.append(b.select(inside, g.at(p.a_base, pixel), zeros))
+    b_tap = g.at(p.b_base, b.mul(b.mul(taps.index, d["cg"]), p.ldb))
+    summed, k = _k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb)
+    if unroll > 1:
+        summed, _ = _k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb)
+    taps.leave([(carried[j][v], summed[j][v]) for j in range(len(rows)) for v in range(len(acc[0]))])
+    return carried
+
+
+def _clamp(g: _Builder, acc: list) -> list:
+    """The accumulators clamped to the kernel's [lo, hi] (compare and select: NaN stays NaN)."""
+    b, bounds = g.b, g.pointer("clamp")
+    lo, hi = (g.splat(b.load(g.at(bounds, _c(i)), typ=F32), F32) for i in (0, 1))
+    clamped = []
+    for row in acc:
+        row = [b.select(b.fcmp_ordered("<", value, lo), lo, value) for value in row]
+        clamped.append([b.select(b.fcmp_ordered(">", value, hi), hi, value) for value in row])
+    return clamped
+
+
 def _row_block(g: _Builder, p: _Panel, rows: list) -> None:
     """Accumulate the rows `rows` (row indices, mr or fewer) of the panel over the K block and store them.
     Whole blocks give rows r0 + j, so the addresses of A's rows are one pointer plus multiples of lda."""
     b, d, shape = g.b, g.d, g.shape
     mr, vectors, lanes = len(rows), shape.vectors, shape.lanes
-    a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
     c_rows = [g.at(p.c_base, b.mul(r, d["ldc"])) for r in rows]
 
     def reload():   # a later K block continues the sums the previous one stored
@@ -203,19 +263,32 @@ def _row_block(g: _Builder, p: _Panel, rows: list) -> None:
     start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
     acc = [start[j * vectors:(j + 1) * vectors] for j in range(mr)]
-    acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
-    if shape.unroll > 1:
-        acc, _ = _k_loop(g, "ktail", k, p.k1, 1, acc, a_rows, p.b_base, p.ldb)
-
-    def store(masked: bool):
+    if shape.conv:
+        acc = _conv_taps(g, p, rows, acc)
+    else:
+        a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
+        acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
+        if shape.unroll > 1:
+            acc, _ = _k_loop(g, "ktail", k, p.k1, 1, acc, a_rows, p.b_base, p.ldb)
+    def store(masked: bool, clamped: bool):
         def emit():
+            values = _clamp(g, acc) if clamped else acc
             for j in range(mr):
                 for v in range(vectors):
-                    g.store(acc[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
+                    g.store(values[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
             return []
         return emit
 
-    g.branches(p.full, store(False), store(True))
+    def store_clamped_if_final(masked: bool):   # (earlier K blocks store partial sums)
+        def emit():
+            clamps = b.and_(b.icmp_unsigned("!=", g.pointer("clamp"), g.null), b.icmp_signed(">=", p.k1, d["K"]))
+            return g.branches(clamps, store(masked, True), store(masked, False))
+        return emit
+
+    if shape.conv:
+        g.branches(p.full, store_clamped_if_final(False), store_clamped_if_final(True))
+    else:   # (the clamp's code after the K loop costs the 6x2 block on AVX2 a spilled loop bound)
+        g.branches(p.full, store(False, False), store(True, False))
 
 
 def gemm_module(shape: MicroKernel) -> ir.Module:
@@ -223,7 +296,7 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     g = _Builder(shape)
     b, d, mr, vectors, lanes, nr = g.b, g.d, shape.mr, shape.vectors, shape.lanes, shape.nr
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    has_bias = b.icmp_unsigned("!=", b.ptrtoint(g.bias, I64), _c(0))
+    has_bias = b.icmp_unsigned("!=", g.bias, g.null)
 
     work = CountedLoop(b, "work", g.begin, g.end, 1)
     work.enter()
@@ -244,7 +317,8 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
                  b.and_(b.icmp_signed("==", d["padded"], _c(0)), b.not_(full)))
     b_base, ldb = _copy_panel(g, b_panel, masks, copy)
     bias_masks = [b.and_(m, g.splat(has_bias, I1)) for m in masks]
-    initial = [g.load(g.at(g.bias, b.add(n0, _c(v * lanes))), bias_masks[v]) for v in range(vectors)]
+    bias = g.at(g.bias, b.add(b.mul(batch, d["bias_batch"]), n0))
+    initial = [g.load(g.at(bias, _c(v * lanes)), bias_masks[v]) for v in range(vectors)]
 
     blocks = CountedLoop(b, "kblock", _c(0), d["K"], d["kc"])
     blocks.enter()

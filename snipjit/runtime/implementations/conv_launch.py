@@ -1,0 +1,107 @@
+"""Channels-last convolutions on the GEMM microkernel, without an im2col copy.
+
+A Conv over an NHWC image [images, H, W, C] is the product of the output pixels' windows
+[images·OH·OW, KH·KW·C/groups] with the weights [KH·KW·C/groups, O/groups], per group. The kernel
+(`targets.llvm.gemm`, a `conv` MicroKernel) reads each window row straight from the image, tap by tap,
+so the only copy is the weights', packed once at compile time tap-major into the GEMM's zero-padded
+panels (`pack_conv`). Output channels lie along the vector lanes and pixels along the rows, so any
+channel count and any image size use whole register blocks; bias and a clamp (Relu, Clip) are applied
+in registers before the store.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...memory.solver import aligned_empty
+from .gemm_launch import GemmKernel, GemmLaunch, _dims, _pointers, _Split, available, pack
+from ..parallel.native_threads import scratchpads
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A 2-D convolution's window: kernel (KH, KW), strides, pads (top, left, bottom, right), dilations."""
+    kernel: tuple[int, int]
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilations: tuple[int, int] = (1, 1)
+
+    def output_size(self, h: int, w: int) -> tuple[int, int]:
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
+        top, left, bottom, right = self.pads
+        return ((h + top + bottom - (kh - 1) * dh - 1) // sh + 1,
+                (w + left + right - (kw - 1) * dw - 1) // sw + 1)
+
+
+@dataclass(frozen=True)
+class PackedConv:
+    """Conv weights [O, C/groups, KH, KW] as the kernel reads them: per group, B [KH·KW·cg, O/groups]
+    (row (kh·KW + kw)·cg + c) packed panel by panel; data [groups, panels, KH·KW·cg, NR]."""
+    data: np.ndarray
+    groups: int
+    cg: int        # input channels per group
+    n: int         # output channels per group
+    taps: int
+    kernel: GemmKernel
+
+    @property
+    def k(self) -> int:
+        return self.taps * self.cg
+
+
+def pack_conv(w: np.ndarray, groups: int) -> PackedConv:
+    o, cg, kh, kw = w.shape
+    if o % groups:
+        raise ValueError(f"{o} output channels do not split into {groups} groups")
+    n = o // groups
+    per_group = w.reshape(groups, n, cg, kh, kw).transpose(0, 3, 4, 2, 1).reshape(groups, kh * kw * cg, n)
+    packs = [pack(np.ascontiguousarray(b, dtype=np.float32)) for b in per_group]
+    data = aligned_empty(groups * packs[0].data.nbytes).view(np.float32).reshape(groups, *packs[0].data.shape)
+    for g, packed in enumerate(packs):
+        data[g] = packed.data
+    return PackedConv(data, groups, cg, n, kh * kw, packs[0].kernel.for_convolution())
+
+
+def _clamp_array(clamp: tuple[float, float] | None) -> np.ndarray | None:
+    if clamp is None:
+        return None
+    lo, hi = (-np.inf if clamp[0] is None else clamp[0]), (np.inf if clamp[1] is None else clamp[1])
+    return np.array([lo, hi], np.float32)
+
+
+def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: ConvGeometry,
+                 bias: np.ndarray | None = None, clamp: tuple[float, float] | None = None,
+                 repeats: bool = False) -> GemmLaunch | None:
+    """The launch computing out = conv(x) (+ bias, clamped) with x [images, H, W, C] and out
+    [images, OH, OW, O] channels-last; None when the JIT is not available or there is nothing to
+    multiply (an empty output or no input channels). Shapes that do not fit the weights and the geometry
+    raise ValueError."""
+    if not available():
+        return None
+    images, h, w, c = x.shape
+    kernel, groups, cg = packed.kernel, packed.groups, packed.cg
+    oh, ow = geometry.output_size(h, w)
+    expected = (images, oh, ow, groups * packed.n)
+    if c != groups * cg or tuple(out.shape) != expected:
+        raise ValueError(f"convolution of an image {tuple(x.shape)} (NHWC) by weights for {groups * cg} input "
+                         f"channels in {groups} groups gives {expected}, not {tuple(out.shape)}")
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and x.dtype == out.dtype == np.float32):
+        raise ValueError("convolution operands must be C-contiguous float32 arrays")
+    if bias is not None and (bias.dtype != np.float32 or bias.size != expected[3] or not bias.flags.c_contiguous):
+        raise ValueError(f"convolution bias must be {expected[3]} contiguous float32 values")
+    m, n, k = images * oh * ow, packed.n, packed.k
+    if m == 0 or n == 0 or k == 0:
+        return None
+    split = _Split.of(kernel, groups, m, n, k)
+    kc = max(cg, kernel.k_block(k) // cg * cg)
+    zeros = np.zeros(max(cg, 1), np.float32)
+    clamp_values = _clamp_array(clamp)
+    (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
+    dims = _dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=groups * n, panels=split.panels,
+                 a_batch=cg, b_batch=packed.data[0].size, c_batch=n, bias_batch=n, chunks=split.chunks,
+                 chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w, C=c, OH=oh, OW=ow, KW=kw,
+                 stride_h=sh, stride_w=sw, pad_t=geometry.pads[0], pad_l=geometry.pads[1], dil_h=dh, dil_w=dw)
+    ptrs = _pointers(x, packed.data, out, bias, clamp_values, zeros)
+    return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
+                      packed, repeats, held=(clamp_values, zeros))

@@ -1,0 +1,85 @@
+"""Channels-last convolutions on the implicit-GEMM microkernel against the ONNX reference Conv (NCHW,
+float64) at every ISA level this host can execute: odd channel counts (panel tails), groups, strides,
+dilations, asymmetric pads, 1x1 and 7x7 windows, images of one pixel, bias and clamp."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from snipjit.ops.common import evaluate
+from snipjit.runtime.implementations import conv_launch, gemm_launch
+from snipjit.targets.llvm import jit
+
+pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
+
+
+def reference(x_nhwc, w, bias, geometry: conv_launch.ConvGeometry, group: int) -> np.ndarray:
+    top, left, bottom, right = geometry.pads
+    attrs = {"strides": list(geometry.strides), "dilations": list(geometry.dilations),
+             "pads": [top, left, bottom, right], "group": group}
+    inputs = [x_nhwc.transpose(0, 3, 1, 2).astype(np.float64), w.astype(np.float64)]
+    y = evaluate("Conv", inputs + ([bias.astype(np.float64)] if bias is not None else []), attrs)[0]
+    return y.transpose(0, 2, 3, 1)
+
+
+def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+          bias=False, clamp=None):
+    x = rng.standard_normal((images, h, w, c), dtype=np.float32)
+    weights = rng.standard_normal((o, c // group, *kernel), dtype=np.float32)
+    b = rng.standard_normal(o, dtype=np.float32) if bias else None
+    geometry = conv_launch.ConvGeometry(kernel, strides, pads, dilations)
+    want = reference(x, weights, b, geometry, group)
+    if clamp is not None:
+        want = np.clip(want, *clamp)
+    packed = conv_launch.pack_conv(weights, group)
+    assert packed.kernel.shape.conv and packed.kernel.shape.lanes == jit.host().level.f32_lanes
+    out = np.full(want.shape, np.nan, np.float32)
+    launch = conv_launch.prepare_conv(x, packed, out, geometry, b, clamp)
+    launch.run()
+    depth = c // group * kernel[0] * kernel[1]
+    np.testing.assert_allclose(out, want, rtol=0, atol=2e-5 * depth ** 0.5 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("case", [
+    dict(images=1, c=8, h=9, w=7, o=16, kernel=(3, 3), pads=(1, 1, 1, 1)),
+    dict(images=2, c=3, h=17, w=13, o=37, kernel=(7, 7), strides=(2, 2), pads=(3, 3, 3, 3), bias=True),
+    dict(images=1, c=32, h=10, w=10, o=48, kernel=(3, 3), group=4, strides=(2, 2), pads=(0, 1, 1, 0),
+         dilations=(2, 2), bias=True),
+    dict(images=1, c=16, h=8, w=8, o=20, kernel=(1, 1), strides=(2, 2)),
+    dict(images=3, c=5, h=6, w=5, o=70, kernel=(2, 3), strides=(1, 2), pads=(1, 0, 2, 1), dilations=(1, 2)),
+    dict(images=1, c=64, h=1, w=1, o=33, kernel=(3, 3), pads=(1, 1, 1, 1), bias=True),
+    dict(images=2, c=6, h=5, w=4, o=6, kernel=(3, 3), group=3, pads=(1, 1, 1, 1), clamp=(0.0, np.inf)),
+    dict(images=1, c=130, h=12, w=11, o=129, kernel=(3, 3), pads=(1, 1, 1, 1), bias=True, clamp=(-0.5, 0.5)),
+])
+def test_convolutions(level, case):
+    check(np.random.default_rng(len(str(case))), **case)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(images=st.integers(1, 2), c=st.integers(1, 20), h=st.integers(1, 9), w=st.integers(1, 9), o=st.integers(1, 40),
+       k=st.integers(1, 4), s=st.integers(1, 3), pad=st.integers(0, 2), group=st.sampled_from([1, 2]),
+       seed=st.integers(0, 2**16))
+def test_random_geometries(level, images, c, h, w, o, k, s, pad, group, seed):
+    if h + 2 * pad < k or w + 2 * pad < k:
+        return
+    check(np.random.default_rng(seed), images, c * group, h, w, o * group, (k, k), group, (s, s),
+          (pad, pad, pad, pad), bias=bool(seed & 1), clamp=(0.0, np.inf) if seed & 2 else None)
+
+
+def test_nan_passes_the_clamp(level):
+    x = np.full((1, 2, 2, 4), np.nan, np.float32)
+    packed = conv_launch.pack_conv(np.ones((5, 4, 1, 1), np.float32), 1)
+    out = np.zeros((1, 2, 2, 5), np.float32)
+    conv_launch.prepare_conv(x, packed, out, conv_launch.ConvGeometry((1, 1)), clamp=(0.0, 6.0)).run()
+    assert np.isnan(out).all()
+
+
+def test_shapes_that_do_not_fit_are_refused():
+    packed = conv_launch.pack_conv(np.ones((8, 4, 3, 3), np.float32), 1)
+    x = np.zeros((1, 5, 5, 4), np.float32)
+    with pytest.raises(ValueError, match=r"gives \(1, 3, 3, 8\)"):
+        conv_launch.prepare_conv(x, packed, np.zeros((1, 5, 5, 8), np.float32), conv_launch.ConvGeometry((3, 3)))
+    with pytest.raises(ValueError, match="input channels"):
+        conv_launch.prepare_conv(np.zeros((1, 5, 5, 3), np.float32), packed, np.zeros((1, 3, 3, 8), np.float32),
+                                 conv_launch.ConvGeometry((3, 3)))
+    with pytest.raises(ValueError, match="do not split"):
+        conv_launch.pack_conv(np.ones((7, 2, 1, 1), np.float32), 2)
