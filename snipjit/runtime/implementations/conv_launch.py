@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...memory.solver import aligned_empty
-from .gemm_launch import GemmKernel, GemmLaunch, _dims, _pointers, _Split, available, pack
+from .gemm_launch import GemmKernel, GemmLaunch, WorkSplit, available, kernel_dims, kernel_pointers, pack
 from ..parallel.native_threads import scratchpads
 
 
@@ -93,15 +93,16 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     m, n, k = images * oh * ow, packed.n, packed.k
     if m == 0 or n == 0 or k == 0:
         return None
-    split = _Split.of(kernel, groups, m, n, k)
+    split = WorkSplit.of(kernel, groups, m, n, k)
     kc = max(cg, kernel.k_block(k) // cg * cg)
     zeros = np.zeros(max(cg, 1), np.float32)
     clamp_values = _clamp_array(clamp)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
-    dims = _dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=groups * n, panels=split.panels,
-                 a_batch=cg, b_batch=packed.data[0].size, c_batch=n, bias_batch=n, chunks=split.chunks,
-                 chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w, C=c, OH=oh, OW=ow, KW=kw,
-                 stride_h=sh, stride_w=sw, pad_t=geometry.pads[0], pad_l=geometry.pads[1], dil_h=dh, dil_w=dw)
-    ptrs = _pointers(x, packed.data, out, bias, clamp_values, zeros)
+    dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=groups * n,
+                       panels=split.panels, a_batch=cg, b_batch=packed.data[0].size, c_batch=n, bias_batch=n,
+                       chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w, C=c,
+                       OH=oh, OW=ow, KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0],
+                       pad_l=geometry.pads[1], dil_h=dh, dil_w=dw)
+    ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
                       packed, repeats, held=(clamp_values, zeros))

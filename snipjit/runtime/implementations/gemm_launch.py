@@ -261,19 +261,20 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
         return None
     if m < MIN_ROWS and packed is None:   # a row or two (depthwise convs, vectors): NumPy wastes nothing
         return None
-    split = _Split.of(kernel, count, m, n, k)
-    ptrs = _pointers(a, operand, out, bias)
+    split = WorkSplit.of(kernel, count, m, n, k)
+    ptrs = kernel_pointers(a, operand, out, bias)
     pack = packed is None and copies_panels(k, ldb)
-    dims = _dims(M=m, K=k, N=n, lda=lda, ldb=ldb, b_panel_stride=panel_stride, ldc=n, panels=split.panels,
-                 a_batch=a_batch, b_batch=b_batch, c_batch=m * n, chunks=split.chunks, chunk_rows=split.chunk_rows,
-                 pack=int(pack), padded=int(packed is not None), kc=kernel.k_block(k))
+    dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=ldb, b_panel_stride=panel_stride, ldc=n, panels=split.panels,
+                       a_batch=a_batch, b_batch=b_batch, c_batch=m * n, chunks=split.chunks,
+                       chunk_rows=split.chunk_rows, pack=int(pack), padded=int(packed is not None),
+                       kc=kernel.k_block(k))
     partial = packed is None and n % kernel.nr != 0   # its last panel is copied, zero-padded
     scratch = scratchpads(split.threads, k * kernel.nr * 4 if pack or partial else 0)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratch, bias, packed, repeats)
 
 
 @dataclass(frozen=True)
-class _Split:
+class WorkSplit:
     """How a product's work items (row chunk × panel × batch entry) spread over the threads."""
     threads: int
     panels: int
@@ -286,7 +287,7 @@ class _Split:
         return self.count * self.panels * self.chunks
 
     @staticmethod
-    def of(kernel: GemmKernel, count: int, m: int, n: int, k: int) -> "_Split":
+    def of(kernel: GemmKernel, count: int, m: int, n: int, k: int) -> "WorkSplit":
         panels = -(-n // kernel.nr)
         pool = get_native_pool()
         threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
@@ -294,17 +295,17 @@ class _Split:
         per_thread = max(1, min(ITEMS_PER_THREAD, count * m * n * k // (threads * MIN_ITEM_MULTIPLY_ADDS)))
         chunks = min(blocks, max(1, -(-per_thread * threads // (count * panels)))) if threads > 1 else 1
         chunk_rows = -(-blocks // chunks) * kernel.mr
-        return _Split(threads, panels, -(-m // chunk_rows), chunk_rows, count)
+        return WorkSplit(threads, panels, -(-m // chunk_rows), chunk_rows, count)
 
 
-def _pointers(*arrays: np.ndarray | None) -> ctypes.Array:
+def kernel_pointers(*arrays: np.ndarray | None) -> ctypes.Array:
     """The kernel's `PTRS`, in order; missing ones (and those not given) null."""
     from ...targets.llvm.gemm import PTRS
     addresses = [None if x is None else x.ctypes.data for x in arrays]
     return (ctypes.c_void_p * len(PTRS))(*addresses, *[None] * (len(PTRS) - len(addresses)))
 
 
-def _dims(**values: int) -> ctypes.Array:
+def kernel_dims(**values: int) -> ctypes.Array:
     """The kernel's `DIMS` by name (those of convolutions default to 0)."""
     from ...targets.llvm.gemm import DIMS
     unknown = set(values) - set(DIMS)
