@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir.graph import Graph, Node, Value
+from ..ops.channels_last import DOMAIN as CHANNELS_LAST
 from ..snippets.supported_ops import is_supported
 
 SKIPPED_BY_PLUGIN = "skipped_by_plugin"
 
-# heavy op -> the axis of its output a bias varies along (a Conv's channel, a MatMul/Gemm's column)
-HEAVY_OPS: dict[str, int] = {"Conv": 1, "MatMul": -1, "Gemm": -1}
+# heavy op (domain, op) -> the axis of its output a bias varies along (a Conv's channel, a MatMul/Gemm's column)
+HEAVY_OPS: dict[tuple[str, str], int] = {("", "Conv"): 1, ("", "MatMul"): -1, ("", "Gemm"): -1,
+                                         (CHANNELS_LAST, "Conv"): -1}
 
 
 def is_bias(node: Node, data: Value, heavy: Node) -> bool:
@@ -36,7 +38,7 @@ def is_bias(node: Node, data: Value, heavy: Node) -> bool:
         return False
     if len(bias.shape) > len(out):
         return False
-    axis = HEAVY_OPS[heavy.op] % len(out)
+    axis = HEAVY_OPS[heavy.domain, heavy.op] % len(out)
     padded = (1,) * (len(out) - len(bias.shape)) + tuple(bias.shape)
     return all(d == 1 or (i == axis and d == out[i]) for i, d in enumerate(padded))
 
@@ -83,7 +85,7 @@ class MarkSkippedByPlugin:
         graph_outputs = set(graph.outputs)
         chains: dict[Value, _Chain] = {}  # value -> the epilogue chain it ends
         for node in graph.nodes:
-            if not node.domain and node.op in HEAVY_OPS:
+            if (node.domain, node.op) in HEAVY_OPS:
                 chains[node.outputs[0]] = _Chain(node, 0)
                 continue
             for data in node.inputs:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir.graph import Graph
+from .channels_last import channels_last
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from ..ops.infer_shapes import infer_shapes
@@ -25,8 +26,8 @@ class GraphPass:
 
 
 def default_pipeline(options: dict) -> list[GraphPass]:
-    """Options: `fold=False` turns off constant folding; `fuse=False` turns off the Snippets tokenizer
-    (every node runs on its own)."""
+    """Options: `fold=False` turns off constant folding; `channels_last=False` keeps convolutions on
+    NCHW; `fuse=False` turns off the Snippets tokenizer (every node runs on its own)."""
     passes = [GraphPass("InferShapes", lambda g, o: infer_shapes(g))]
     if options.get("fold", True):
         passes += [GraphPass("SimplifyShapes", simplify_shapes),
@@ -35,6 +36,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
                    GraphPass("PostponeBroadcast", postpone_broadcast),
                    GraphPass("FoldConstants", fold_constants),   # again: what PostponeBroadcast moved
                    GraphPass("SplitRuntimeConstants", split_runtime_constants_pass)]
+    if options.get("channels_last", True):
+        passes.append(GraphPass("ChannelsLast", channels_last))
     if options.get("fuse", True):
         passes += [GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
                    GraphPass("TokenizeSnippets", lambda g, o: tokenize_snippets(g, with_register_budget(o)))]

@@ -1,0 +1,55 @@
+"""Channels-last (NHWC) twins of the 2-D convolution and pooling ops, in domain `snipjit.nhwc`.
+
+The `ChannelsLast` graph pass moves regions of convolutions onto the layout [N, H, W, C], where the
+channel axis is contiguous: the convolution kernels put output channels along the vector lanes, and
+the elementwise ops between convolutions broadcast per-channel operands along the last axis. Each op
+here has the attributes and meaning of its ONNX namesake, with the input and output transposed from
+NCHW to NHWC (Conv's weights and bias keep their ONNX layout): its shape inference and reference
+kernel are the ONNX op's, wrapped in the two transposes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import TensorType
+from .nn import conv as _registers_the_onnx_ops_wrapped_here  # noqa: F401
+from .registry import OpContext, get_op, register
+
+DOMAIN = "snipjit.nhwc"
+TO_NHWC = (0, 2, 3, 1)     # an NCHW tensor's axes, permuted to NHWC
+TO_NCHW = (0, 3, 1, 2)
+OPS = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+
+
+def _permuted(t: TensorType | None, perm: tuple[int, ...]) -> TensorType | None:
+    if t is None or t.shape is None or len(t.shape) != 4:
+        return t
+    return TensorType(t.dtype, tuple(t.shape[p] for p in perm))
+
+
+def _nchw_context(ctx: OpContext) -> OpContext:
+    """The ONNX op's view of a node: its data input and outputs as NCHW."""
+    x = ctx.in_types[0] if ctx.in_types else None
+    if x is not None and x.shape is not None and len(x.shape) != 4:
+        raise ctx.fail(f"channels-last input must have rank 4 [N, H, W, C], got {list(x.shape)}")
+    return OpContext(ctx.node, ctx.attrs, [_permuted(x, TO_NCHW), *ctx.in_types[1:]], ctx.in_values,
+                     [_permuted(t, TO_NCHW) for t in ctx.out_types])
+
+
+def _register(name: str) -> None:
+    onnx_op = get_op(name)
+
+    def infer(ctx: OpContext) -> list[TensorType]:
+        return [_permuted(t, TO_NHWC) for t in onnx_op.infer(_nchw_context(ctx))][:1]
+
+    def reference(ctx: OpContext, x, *rest):
+        (y, *_) = onnx_op.run(_nchw_context(ctx), [np.transpose(x, TO_NCHW), *rest])
+        return np.ascontiguousarray(np.transpose(y, TO_NHWC))
+
+    reference.__doc__ = f"ONNX {name} on an NHWC input, giving an NHWC output."
+    register(name, onnx_op.category, infer=infer, attrs=onnx_op.attrs, inputs=onnx_op.inputs, outputs=1,
+             domain=DOMAIN)(reference)
+
+
+for _name in OPS:
+    _register(_name)

@@ -1,0 +1,194 @@
+"""ChannelsLast: put regions of 2-D convolutions on the channels-last layout [N, H, W, C].
+
+ONNX convolutions are NCHW. The convolution kernels want the channels contiguous: an output pixel's
+channels are the vector lanes of the GEMM (`runtime.implementations.conv_launch`), any channel count
+fills whole register blocks, and a depthwise convolution or a pool is a vector operation per pixel. So
+each 2-D Conv with constant weights becomes its channels-last twin (`snipjit.nhwc::Conv`), and the
+layout spreads forward through the ops that do not care which axis the channels are on:
+
+* elementwise ops, when every other input is on the layout, a constant (permuted once, here), or a
+  per-image vector [N, C, 1, 1] (squeeze-excitation's scale: its transpose moves no data);
+* pools (`snipjit.nhwc::MaxPool`, `AveragePool`, `GlobalAveragePool`, `GlobalMaxPool`);
+* a Concat along the channels (then along the last axis), when all its inputs are on the layout;
+* a Transpose to NHWC of a value on the layout is that value; a value the model itself transposes from
+  NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel).
+
+Reorders (Transpose nodes) are inserted only at the edges: where a value enters a Conv from NCHW, and
+where an op that needs NCHW (a Reshape, Flatten, a graph output) reads a value of a region — once per
+value, however many readers it has. The rewritten ops keep their meaning; the graph's inputs and outputs
+keep their layout. Option `channels_last=False` turns the pass off. It runs after constant folding
+(BatchNorm folded into the Conv weights) and before the markup and tokenizer, which then fuse the
+elementwise ops between convolutions over the channels-last tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.dtypes import f32
+from ..ir.graph import Graph, Node, TensorType, Value
+from ..ops import get_op, has_op
+from ..ops.channels_last import DOMAIN, TO_NCHW, TO_NHWC
+from .constant_analysis import FreshNames
+
+POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+META = "channels_last"
+
+
+def _is_4d(v: Value | None) -> bool:
+    return v is not None and v.type is not None and v.shape is not None and len(v.shape) == 4
+
+
+def _permuted_type(t: TensorType, perm: tuple[int, ...]) -> TensorType:
+    return TensorType(t.dtype, tuple(t.shape[p] for p in perm))
+
+
+def _perm(node: Node) -> tuple[int, ...] | None:
+    perm = node.attrs.get("perm")
+    return None if perm is None else tuple(int(p) % 4 for p in perm)
+
+
+@dataclass
+class Summary:
+    """What the pass did, for `explain()`."""
+    converted: dict[str, int] = field(default_factory=dict)   # op -> nodes moved onto the layout
+    reorders_in: int = 0      # transposes NCHW -> NHWC inserted
+    reorders_out: int = 0     # transposes NHWC -> NCHW inserted
+    cancelled: int = 0        # the model's own transposes that became no-ops
+
+    def __str__(self) -> str:
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(self.converted.items()))
+        return (f"channels-last: {ops or 'nothing'}; reorders inserted: {self.reorders_in} in, "
+                f"{self.reorders_out} out; the model's transposes cancelled: {self.cancelled}")
+
+
+class _ChannelsLast:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.fresh = FreshNames(graph)
+        self.twin: dict[int, Value] = {}      # id(NCHW value) -> the same tensor channels-last
+        self.pending: dict[int, Value] = {}   # NCHW values no node produces any more (made on demand)
+        self.alias: dict[int, Value] = {}     # values replaced by another one (cancelled transposes)
+        self.deferred: set[int] = set()       # outputs of the model's own NHWC -> NCHW transposes
+        self.nodes: list[Node] = []
+        self.outputs = set(graph.outputs)
+        self.summary = Summary()
+
+    def run(self) -> Graph:
+        for node in self.graph.nodes:
+            node.inputs = [None if v is None else self.alias.get(id(v), v) for v in node.inputs]
+            if not self._convert(node):
+                node.inputs = [None if v is None else self._nchw(v) for v in node.inputs]
+                self.nodes.append(node)
+        self.graph.outputs = [self._nchw(self.alias.get(id(v), v)) for v in self.graph.outputs]
+        self.graph.nodes = self.nodes
+        self.summary.cancelled += len(self.deferred)
+        self.graph.meta[META] = self.summary
+        return self.graph
+
+    # ---- the two layouts of a value -------------------------------------------------------------
+    def _nhwc(self, v: Value) -> Value:
+        """v channels-last: its twin, a permuted constant, or a new transpose."""
+        twin = self.twin.get(id(v))
+        if twin is not None:
+            return twin
+        if v.is_constant:   # (a lower rank broadcasts as before once padded to 4)
+            data = v.data.reshape((1,) * (4 - v.data.ndim) + v.data.shape)
+            twin = Value.constant(self.fresh(f"{v.name}_nhwc"), np.ascontiguousarray(np.transpose(data, TO_NHWC)))
+        else:
+            twin = Value(self.fresh(f"{v.name}_nhwc"), _permuted_type(v.type, TO_NHWC))
+            self._transpose(v, twin, TO_NHWC)
+            self.summary.reorders_in += 1
+        self.twin[id(v)] = twin
+        return twin
+
+    def _nchw(self, v: Value) -> Value:
+        """v as the NCHW tensor its readers outside the regions expect (transposed back on first use)."""
+        twin = self.pending.pop(id(v), None)
+        if twin is not None:
+            self._transpose(twin, v, TO_NCHW)
+            if id(v) in self.deferred:   # the model's own transpose, needed after all
+                self.deferred.discard(id(v))
+            else:
+                self.summary.reorders_out += 1
+        return v
+
+    def _transpose(self, src: Value, dst: Value, perm: tuple[int, ...]) -> None:
+        self.nodes.append(Node("Transpose", [src], [dst], {"perm": list(perm)}))
+
+    def _produce(self, node: Node, inputs: list[Value | None], domain: str, attrs: dict | None = None) -> None:
+        """Emit `node` on the layout: its output's twin computed from `inputs`, the NCHW output pending."""
+        out = node.outputs[0]
+        twin = Value(self.fresh(f"{out.name}_nhwc"), _permuted_type(out.type, TO_NHWC))
+        self.nodes.append(Node(node.op, inputs, [twin], dict(node.attrs if attrs is None else attrs),
+                               node.name, domain, dict(node.meta)))
+        out.producer = None
+        self.twin[id(out)] = twin
+        self.pending[id(out)] = twin
+        self.summary.converted[node.op] = self.summary.converted.get(node.op, 0) + 1
+
+    # ---- the rules -------------------------------------------------------------------------------
+    def _convert(self, node: Node) -> bool:
+        if node.domain or len(node.outputs) != 1 or not _is_4d(node.outputs[0]):
+            return False
+        x = node.inputs[0] if node.inputs else None
+        on_layout = x is not None and id(x) in self.twin
+        if node.op == "Conv" and self._is_conv2d(node):
+            self._produce(node, [self._nhwc(x), *node.inputs[1:]], DOMAIN)
+        elif node.op in POOLS and on_layout:
+            self._produce(node, [self.twin[id(x)]], DOMAIN)
+        elif node.op == "Concat" and self._concat_on_layout(node):
+            self._produce(node, [self.twin[id(v)] for v in node.inputs], "", {**node.attrs, "axis": 3})
+        elif node.op == "Transpose" and on_layout and _perm(node) == TO_NHWC and node.outputs[0] not in self.outputs:
+            self.alias[id(node.outputs[0])] = self.twin[id(x)]    # the region's tensor already
+            self.summary.cancelled += 1
+        elif node.op == "Transpose" and _is_4d(x) and _perm(node) == TO_NCHW and id(x) not in self.twin:
+            out = node.outputs[0]    # an NHWC tensor the model puts back to NCHW: the twin is x itself
+            out.producer = None
+            self.twin[id(out)] = self.pending[id(out)] = x
+            self.deferred.add(id(out))
+        elif self._elementwise_on_layout(node):
+            self._produce(node, [None if v is None else self._operand(v) for v in node.inputs], "")
+        else:
+            return False
+        return True
+
+    def _operand(self, v: Value) -> Value:
+        """An elementwise op's input on the layout (a scalar constant as it is)."""
+        return v if v.is_constant and v.data.ndim < 4 and v.data.size == 1 else self._nhwc(v)
+
+    @staticmethod
+    def _is_conv2d(node: Node) -> bool:
+        x, w = node.inputs[0], node.inputs[1]
+        b = node.inputs[2] if len(node.inputs) > 2 else None
+        return (_is_4d(x) and x.dtype == f32 and w.is_constant and w.data.ndim == 4 and w.data.dtype == np.float32
+                and (b is None or b.is_constant) and node.outputs[0].dtype == f32)
+
+    def _concat_on_layout(self, node: Node) -> bool:
+        return (node.attrs.get("axis") in (1, -3) and all(v is not None and id(v) in self.twin for v in node.inputs))
+
+    def _elementwise_on_layout(self, node: Node) -> bool:
+        if not has_op(node.op) or not get_op(node.op).category.is_elementwise:
+            return False
+        present = [v for v in node.inputs if v is not None]
+        if not any(id(v) in self.twin for v in present):
+            return False
+        for v in present:
+            if id(v) in self.twin or (v.is_constant and v.data.ndim <= 4):
+                continue
+            if not (_is_4d(v) and v.shape[2] == 1 and v.shape[3] == 1):
+                return False   # a full NCHW operand would need a reorder of its own
+        return True
+
+
+def channels_last(graph: Graph, options: dict | None = None) -> Graph:
+    if not (options or {}).get("channels_last", True):
+        return graph
+    if not any(n.op == "Conv" and not n.domain and _ChannelsLast._is_conv2d(n) for n in graph.nodes):
+        return graph
+    graph.toposort()
+    return _ChannelsLast(graph).run()
+
+
+__all__ = ["channels_last", "Summary", "META", "POOLS"]

@@ -1,0 +1,167 @@
+"""ChannelsLast: 2-D convolution regions move onto [N, H, W, C]; the ops between convolutions follow,
+reorders stand only at the regions' edges (once per value), the model's own layout transposes cancel,
+and every rewritten graph computes what the original does (reference interpreter, bit for bit or to
+rounding)."""
+import numpy as np
+import pytest
+
+from snipjit import parse_graph
+from snipjit.ops.interpreter import run_graph_reference
+from snipjit.passes.channels_last import META, channels_last
+
+
+def random_graph(text: str):
+    g = parse_graph(text, elided="zeros")
+    rng = np.random.default_rng(0)
+    for v in g.constants:
+        if v.dtype.is_float and not v.data.any():
+            v.data = rng.standard_normal(v.data.shape).astype(v.data.dtype)
+    return g
+
+
+def rewritten(text: str, **options):
+    """(graph after the pass, ops by domain), checked against the original on random inputs."""
+    before = random_graph(text)
+    after = channels_last(before.copy(), options)
+    after.validate()
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(v.shape).astype(np.float32) for v in before.inputs]
+    for want, got in zip(run_graph_reference(before, inputs), run_graph_reference(after, inputs)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    ops = [f"{n.domain}::{n.op}" if n.domain else n.op for n in after.nodes]
+    return after, ops
+
+
+def transposes(ops: list[str]) -> int:
+    return ops.count("Transpose")
+
+
+RESIDUAL = """graph(x: f32[1,8,6,6]) -> [y: f32[1,8,6,6]] {
+  const w1: f32[8,8,3,3] = <elided>
+  const b1: f32[8] = <elided>
+  const w2: f32[8,8,1,1] = <elided>
+  const s: f32[8,1,1] = <elided>
+  [c1: f32[1,8,6,6]] = Conv(x, w1, b1) {pads = [1, 1, 1, 1]}
+  [r1: f32[1,8,6,6]] = Relu(c1)
+  [c2: f32[1,8,6,6]] = Conv(r1, w2)
+  [m: f32[1,8,6,6]] = Mul(c2, s)
+  [a: f32[1,8,6,6]] = Add(m, x)
+  [y: f32[1,8,6,6]] = Relu(a)
+}"""
+
+
+def test_a_residual_block_is_one_region_with_one_reorder_in_and_out():
+    after, ops = rewritten(RESIDUAL)
+    assert ops == ["Transpose", "snipjit.nhwc::Conv", "Relu", "snipjit.nhwc::Conv", "Mul", "Add", "Relu",
+                   "Transpose"]
+    summary = after.meta[META]
+    assert (summary.reorders_in, summary.reorders_out) == (1, 1)
+    scale = next(n for n in after.nodes if n.op == "Mul").inputs[1]
+    assert scale.shape == (1, 1, 1, 8)      # a per-channel constant, permuted once
+    assert after.outputs[0].name == "y" and after.outputs[0].shape == (1, 8, 6, 6)
+
+
+def test_values_read_outside_the_region_are_reordered_once():
+    text = """graph(x: f32[2,4,5,5]) -> [y: f32[2,6,5,5], f: f32[2,150], g: f32[2,6,5,5]] {
+      const w: f32[6,4,3,3] = <elided>
+      [c: f32[2,6,5,5]] = Conv(x, w) {pads = [1, 1, 1, 1]}
+      [y: f32[2,6,5,5]] = Relu(c)
+      [f: f32[2,150]] = Flatten(y) {axis = 1}
+      [g: f32[2,6,5,5]] = Sigmoid(y)
+    }"""
+    after, ops = rewritten(text)
+    assert ops.count("Flatten") == 1 and "Sigmoid" in ops
+    assert transposes(ops) == 3   # x in; y out (for Flatten and the output y); g out
+    assert after.meta[META].reorders_out == 2
+
+
+def test_pools_and_channel_concat_follow_the_layout():
+    text = """graph(x: f32[1,3,8,8]) -> [y: f32[1,10,1,1]] {
+      const w1: f32[4,3,3,3] = <elided>
+      const w2: f32[6,3,1,1] = <elided>
+      [a: f32[1,4,8,8]] = Conv(x, w1) {pads = [1, 1, 1, 1]}
+      [b: f32[1,6,8,8]] = Conv(x, w2)
+      [c: f32[1,10,8,8]] = Concat(a, b) {axis = 1}
+      [p: f32[1,10,4,4]] = MaxPool(c) {kernel_shape = [2, 2], strides = [2, 2]}
+      [q: f32[1,10,4,4]] = AveragePool(p) {kernel_shape = [3, 3], pads = [1, 1, 1, 1]}
+      [y: f32[1,10,1,1]] = GlobalAveragePool(q)
+    }"""
+    after, ops = rewritten(text)
+    assert ops == ["Transpose", "snipjit.nhwc::Conv", "snipjit.nhwc::Conv", "Concat", "snipjit.nhwc::MaxPool",
+                   "snipjit.nhwc::AveragePool", "snipjit.nhwc::GlobalAveragePool", "Transpose"]
+    assert next(n for n in after.nodes if n.op == "Concat").attrs["axis"] == 3
+
+
+def test_squeeze_excitation_scale_joins_without_moving_data():
+    text = """graph(x: f32[1,8,4,4]) -> [y: f32[1,8,4,4]] {
+      const w: f32[8,8,1,1] = <elided>
+      const w1: f32[2,8,1,1] = <elided>
+      const w2: f32[8,2,1,1] = <elided>
+      [c: f32[1,8,4,4]] = Conv(x, w)
+      [g: f32[1,8,1,1]] = GlobalAveragePool(c)
+      [s1: f32[1,2,1,1]] = Conv(g, w1)
+      [s2: f32[1,2,1,1]] = Relu(s1)
+      [s3: f32[1,8,1,1]] = Conv(s2, w2)
+      [s: f32[1,8,1,1]] = Sigmoid(s3)
+      [y: f32[1,8,4,4]] = Mul(c, s)
+    }"""
+    after, ops = rewritten(text)
+    assert transposes(ops) == 2 and ops.count("snipjit.nhwc::Conv") == 3
+
+
+def test_the_models_own_layout_transposes_cancel():
+    text = """graph(x: f32[1,4,5,5]) -> [y: f32[1,4,5,5]] {
+      const w1: f32[4,1,7,7] = <elided>
+      const w2: f32[4,4,1,1] = <elided>
+      const g: f32[4] = <elided>
+      [c: f32[1,4,5,5]] = Conv(x, w1) {pads = [3, 3, 3, 3], group = 4}
+      [t: f32[1,5,5,4]] = Transpose(c) {perm = [0, 2, 3, 1]}
+      [n: f32[1,5,5,4]] = Mul(t, g)
+      [u: f32[1,4,5,5]] = Transpose(n) {perm = [0, 3, 1, 2]}
+      [y: f32[1,4,5,5]] = Conv(u, w2)
+    }"""
+    after, ops = rewritten(text)
+    assert ops == ["Transpose", "snipjit.nhwc::Conv", "Mul", "snipjit.nhwc::Conv", "Transpose"]
+    assert after.meta[META].cancelled == 2
+
+
+def test_a_model_transpose_back_to_nchw_is_kept_where_nothing_reads_it_channels_last():
+    text = """graph(x: f32[1,4,5,5], z: f32[1,5,5,4]) -> [y: f32[1,4,5,5], u: f32[1,4,5,5]] {
+      const w: f32[4,4,1,1] = <elided>
+      [y: f32[1,4,5,5]] = Conv(x, w)
+      [u: f32[1,4,5,5]] = Transpose(z) {perm = [0, 3, 1, 2]}
+    }"""
+    after, ops = rewritten(text)
+    assert transposes(ops) == 3 and after.meta[META].cancelled == 0
+
+
+@pytest.mark.parametrize("text", [
+    # weights computed at run time: the NCHW path keeps them
+    """graph(x: f32[1,3,5,5], w: f32[4,3,3,3]) -> [y: f32[1,4,3,3]] {
+      [y: f32[1,4,3,3]] = Conv(x, w)
+    }""",
+    # a 1-D convolution
+    """graph(x: f32[1,3,9]) -> [y: f32[1,4,7]] {
+      const w: f32[4,3,3] = <elided>
+      [y: f32[1,4,7]] = Conv(x, w)
+    }""",
+])
+def test_graphs_without_a_2d_conv_of_constant_weights_are_left_alone(text):
+    after, ops = rewritten(text)
+    assert ops == ["Conv"] and META not in after.meta
+
+
+def test_a_full_nchw_operand_stops_the_region():
+    text = """graph(x: f32[1,4,5,5], r: f32[1,4,5,5]) -> [y: f32[1,4,5,5]] {
+      const w: f32[4,4,1,1] = <elided>
+      [c: f32[1,4,5,5]] = Conv(x, w)
+      [y: f32[1,4,5,5]] = Add(c, r)
+    }"""
+    _, ops = rewritten(text)
+    assert ops == ["Transpose", "snipjit.nhwc::Conv", "Transpose", "Add"]
+
+
+def test_the_option_turns_it_off():
+    _, ops = rewritten(RESIDUAL, channels_last=False)
+    assert "Transpose" not in ops and "Conv" in ops
