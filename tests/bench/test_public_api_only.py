@@ -12,6 +12,7 @@ STAGE_SCRIPTS = {
     "c_vs_llvm.py": "times one subgraph's kernel from each code generator",
     "vmath_throughput.py": "times the vector-math routines of the LLVM target",
     "gemm.py": "times the matrix-multiply kernels",
+    "window.py": "times the channels-last depthwise-convolution and pooling kernels",
     "runtime_acceptance.py": "counts the kernel cache's hits and misses, and times model loading alone",
 }
 

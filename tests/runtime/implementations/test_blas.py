@@ -1,5 +1,6 @@
 """The `blas` implementation: MatMul/Gemm/Conv through NumPy against the reference kernels, both into
-planned buffers and into new arrays, and bias/activation epilogues absorbed into the heavy step."""
+planned buffers and into new arrays, and bias/activation epilogues absorbed into the heavy step. Convs
+stay NCHW here (`channels_last=False`); test_nhwc_steps.py runs them on the `nhwc` implementation."""
 import numpy as np
 import pytest
 
@@ -24,8 +25,8 @@ def build(op, inputs, consts=(), **attrs):
 
 
 def check_against_reference(graph, feeds):
-    blas = snipjit.compile(graph, fuse=False, fold=False)
-    ref = snipjit.compile(graph, fold=False, implementations={"reference"})
+    blas = snipjit.compile(graph, channels_last=False, fuse=False, fold=False)
+    ref = snipjit.compile(graph, channels_last=False, fold=False, implementations={"reference"})
     assert [s.kind for s in blas.plan] == ["blas"]
     expected = ref.run(feeds)[0]
     got = blas.run(feeds)[0]
@@ -112,14 +113,14 @@ def conv_bias_relu(bias_shape=(16, 1, 1), activation="Relu"):
 
 def test_conv_bias_relu_is_one_blas_step():
     graph = conv_bias_relu()
-    fused = snipjit.compile(graph, fold=False)   # folding would move the bias into the Conv
-    apart = snipjit.compile(graph, fold=False, fuse_epilogues=False)
+    fused = snipjit.compile(graph, channels_last=False, fold=False)   # folding would move the bias into the Conv
+    apart = snipjit.compile(graph, channels_last=False, fold=False, fuse_epilogues=False)
     assert [(s.kind, s.ops) for s in fused.plan] == [("blas", ["Conv", "Add", "Relu"])]
     assert [(s.kind, s.ops) for s in apart.plan] == [("blas", ["Conv"]), ("snippet", ["Add", "Relu"])]
     x = randn(2, 8, 12, 12)
     got = fused.run({"x": x})[0]
     np.testing.assert_allclose(got, apart.run({"x": x})[0], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got, snipjit.compile(graph, implementations={"reference"}).run({"x": x})[0],
+    np.testing.assert_allclose(got, snipjit.compile(graph, channels_last=False, implementations={"reference"}).run({"x": x})[0],
                                rtol=1e-5, atol=1e-5)
     assert got.min() == 0 and got.max() > 0
 
@@ -127,10 +128,10 @@ def test_conv_bias_relu_is_one_blas_step():
 @pytest.mark.parametrize("activation", ["Relu", "Sigmoid", "Tanh", "LeakyRelu"])
 def test_absorbed_activations_match_the_reference(activation):
     graph = conv_bias_relu(activation=activation)
-    fused = snipjit.compile(graph, fold=False)
+    fused = snipjit.compile(graph, channels_last=False, fold=False)
     assert fused.plan[0].ops == ["Conv", "Add", activation] and len(fused.plan) == 1
     x = randn(2, 8, 12, 12)
-    expected = snipjit.compile(graph, implementations={"reference"}).run({"x": x})[0]
+    expected = snipjit.compile(graph, channels_last=False, implementations={"reference"}).run({"x": x})[0]
     np.testing.assert_allclose(fused.run({"x": x})[0], expected, rtol=1e-5, atol=1e-5)
 
 
@@ -143,10 +144,10 @@ def test_absorbed_clip(lo, hi):
     bound = [b.const(np.float32(v)) if v is not None else None for v in (lo, hi)]
     b.output(b.Clip(m, *bound), "y")
     graph = b.build()
-    fused = snipjit.compile(graph, fold=False)
+    fused = snipjit.compile(graph, channels_last=False, fold=False)
     assert [(s.kind, s.ops) for s in fused.plan] == [("blas", ["MatMul", "Add", "Clip"])]
     xv = randn(16, 32) * 3
-    expected = snipjit.compile(graph, implementations={"reference"}).run({"x": xv})[0]
+    expected = snipjit.compile(graph, channels_last=False, implementations={"reference"}).run({"x": xv})[0]
     np.testing.assert_allclose(fused.run({"x": xv})[0], expected, rtol=1e-5, atol=1e-5)
 
 
@@ -156,10 +157,10 @@ def test_epilogue_of_a_small_output_computed_into_a_new_array():
     y = b.Gemm(x, b.const(randn(4, 8)), b.const(randn(4)), transB=1)
     b.output(b.Transpose(b.Tanh(y), perm=[1, 0]), "y")   # a consumer no kernel fuses
     graph = b.build()
-    fused = snipjit.compile(graph, fold=False)
+    fused = snipjit.compile(graph, channels_last=False, fold=False)
     assert [(s.kind, s.ops) for s in fused.plan] == [("blas", ["Gemm", "Tanh"]), ("reference", ["Transpose"])]
     xv = randn(3, 8)
-    expected = snipjit.compile(graph, implementations={"reference"}).run({"x": xv})[0]
+    expected = snipjit.compile(graph, channels_last=False, implementations={"reference"}).run({"x": xv})[0]
     np.testing.assert_allclose(fused.run({"x": xv})[0], expected, rtol=1e-5, atol=1e-6)
     assert next(iter(fused.program.plans().values())).modes[0] == "call"   # the Gemm: into a new array
 
@@ -179,10 +180,10 @@ def test_generated_gemm_and_numpy_blas_agree(op, inputs, consts, attrs, monkeypa
     real = gemm_launch.prepare
     monkeypatch.setattr(gemm_launch, "prepare", lambda *a: calls.append(1) or real(*a))
     graph = build(op, inputs, consts, **attrs)
-    native = snipjit.compile(graph, fuse=False, fold=False).run(inputs)[0]
+    native = snipjit.compile(graph, channels_last=False, fuse=False, fold=False).run(inputs)[0]
     assert calls, "the generated GEMM kernel was not tried"
     calls.clear()
-    numpy = snipjit.compile(graph, fuse=False, fold=False, gemm="numpy").run(inputs)[0]
+    numpy = snipjit.compile(graph, channels_last=False, fuse=False, fold=False, gemm="numpy").run(inputs)[0]
     assert not calls
     np.testing.assert_allclose(native, numpy, rtol=1e-5, atol=1e-5)
     check_against_reference(graph, inputs)
@@ -201,7 +202,7 @@ def test_packed_weights_are_held_once_and_the_graph_shows_it():
     z = b.op("Add", b.op("MatMul", x, s), b.op("MatMul", x, s))   # s read by two MatMuls
     b.output(y, "y")
     b.output(z, "z")
-    cm = snipjit.compile(b.build(), fuse=False, fold=False)
+    cm = snipjit.compile(b.build(), channels_last=False, fuse=False, fold=False)
     feeds = {"x": randn(8, 64)}
     out = cm.run(feeds)
     np.testing.assert_allclose(out[0], feeds["x"] @ w, rtol=1e-5, atol=1e-5)

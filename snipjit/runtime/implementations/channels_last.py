@@ -1,0 +1,207 @@
+"""The `nhwc` implementation: generated kernels for the channels-last convolutions and pools.
+
+The `ChannelsLast` pass puts convolution regions on [N, H, W, C] (`snipjit.nhwc::Conv`, pools). Here
+a Conv runs as an implicit GEMM over its packed weights (`conv_launch`), a depthwise Conv and the pools
+as sliding-window vector kernels (`window_launch`); weights are packed once, when the step is built.
+The epilogue the markup pass left to a Conv is absorbed: a per-channel bias Add joins the Conv's bias
+and Relu/Clip become a clamp, both applied in registers before the store; another activation is
+applied in place on the output afterwards.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ...ir.graph import Node
+from ...ops import get_op
+from ...ops.channels_last import DOMAIN
+from ...ops.windows import place_window, window_from_attrs
+from . import conv_launch, window_launch
+from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
+from .blas import EPILOGUES
+from .gemm_launch import available
+
+
+def _clip_bounds(node: Node) -> tuple[float, float] | None:
+    """Clip's (min, max) when both are absent or scalar constants."""
+    lo, hi = (node.inputs + [None, None])[1:3]
+    if any(v is not None and (not v.is_constant or v.data.size != 1) for v in (lo, hi)):
+        return None
+    return (-np.inf if lo is None else float(lo.data), np.inf if hi is None else float(hi.data))
+
+
+class WindowKernel(Kernel):
+    """A channels-last Conv or pool; `prepare(x, y, repeats)` makes the native launch for its arrays."""
+
+    def __init__(self, node: Node):
+        self.node = node
+        self.reference = ReferenceKernel(node)
+        self.ctx = self.reference.ctx
+        self.attrs = get_op(node.op, node.domain).resolve_attrs(node)
+
+    def _placement(self, x: np.ndarray):
+        kernel = self.kernel_size(x)
+        return place_window(self.ctx, window_from_attrs(self.ctx, kernel), tuple(x.shape[1:3]))
+
+    def geometry(self, x: np.ndarray) -> conv_launch.ConvGeometry:
+        """The window on this input: pads before, and after as far as the last window reaches."""
+        placed = self._placement(x)
+        win = window_from_attrs(self.ctx, self.kernel_size(x))
+        after = tuple(max(0, r) for r in placed.reach)   # (an unread tail is shorter than a stride)
+        return conv_launch.ConvGeometry(win.kernel, win.strides, (*placed.begin, *after), win.dilations)
+
+    def kernel_size(self, x: np.ndarray) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def prepare(self, inputs: Sequence[np.ndarray], y: np.ndarray, repeats: bool):
+        raise NotImplementedError
+
+    def after(self, y: np.ndarray) -> None:
+        """What runs on the output after the kernel (epilogues it could not take)."""
+
+    def __call__(self, inputs):
+        x = inputs[0]
+        shape = self.node.outputs[0].type.shape
+        y = np.empty(shape if all(isinstance(d, int) for d in shape) else self.reference(inputs)[0].shape,
+                     np.float32)
+        self.run_into(inputs, [y])
+        return [y]
+
+    def run_into(self, inputs, outputs) -> None:
+        launch = self.prepare(inputs, outputs[0], False)
+        if launch is None:
+            np.copyto(outputs[0], self.reference(inputs)[0])
+            self.reference_epilogue(outputs[0])
+        else:
+            launch.run()
+            self.after(outputs[0])
+
+    def reference_epilogue(self, y: np.ndarray) -> None:
+        """The absorbed epilogue, where the reference kernel computed the op itself."""
+        self.after(y)
+
+    def bind(self, in_shapes, fixed, n_outputs) -> PreparedLaunch | None:
+        def prepare(arrays: list):
+            launch = self.prepare(arrays[:-1], arrays[-1], True)
+            if launch is None:
+                return None
+
+            def call(arrays: list) -> None:
+                launch.run()
+                self.after(arrays[-1])
+            return call
+
+        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
+
+
+class ConvKernel(WindowKernel):
+    """A channels-last Conv: depthwise on the window kernel, any other on the implicit GEMM."""
+
+    def __init__(self, node: Node):
+        super().__init__(node)
+        w = node.inputs[1].data
+        b = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else None
+        group = self.attrs["group"]
+        self.out_channels = w.shape[0]
+        self.depthwise = w.shape[1] == 1 and group == w.shape[0] and group > 1
+        self.packed = window_launch.pack_depthwise(w) if self.depthwise else conv_launch.pack_conv(w, group)
+        self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
+        self.added: np.ndarray | None = None              # absorbed bias Adds, summed
+        self.clamp: tuple[float, float] | None = None
+        self.epilogue: list[tuple[str, np.ndarray | None, dict]] = []   # applied after the kernel
+
+    def kernel_size(self, x):
+        return tuple(self.node.inputs[1].data.shape[2:])
+
+    def absorb(self, node: Node, data_index: int) -> bool:
+        other = [v for i, v in enumerate(node.inputs) if i != data_index and v is not None]
+        if node.domain or any(not v.is_constant for v in other):
+            return False
+        if node.op == "Add" and self.clamp is None and not self.epilogue and self._per_channel(other[0].data):
+            add = other[0].data.reshape(-1).astype(np.float32)
+            self.added = add if self.added is None else self.added + add
+            return True
+        bounds = (0.0, np.inf) if node.op == "Relu" else _clip_bounds(node) if node.op == "Clip" else None
+        if bounds is not None and not self.epilogue:
+            lo, hi = self.clamp or (-np.inf, np.inf)
+            self.clamp = (max(lo, bounds[0]), min(hi, bounds[1]))
+            return True
+        if node.op in EPILOGUES and node.op != "Clip":
+            self.epilogue.append((node.op, other[0].data if other else None, get_op(node.op).resolve_attrs(node)))
+            return True
+        return False
+
+    def _per_channel(self, b: np.ndarray) -> bool:
+        return b.size == self.out_channels and (b.ndim == 0 or b.shape[-1] == self.out_channels)
+
+    def _total_bias(self) -> np.ndarray | None:
+        if self.added is None:
+            return self.bias
+        return np.ascontiguousarray(self.added if self.bias is None else self.bias + self.added, dtype=np.float32)
+
+    def prepare(self, inputs, y, repeats):
+        x = inputs[0]
+        if x.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+            return None
+        geometry, bias = self.geometry(x), self._total_bias()
+        if self.depthwise:
+            window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)
+            return window_launch.prepare_depthwise(x, self.packed, bias, self.clamp, y, window, repeats)
+        return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats)
+
+    def reference_epilogue(self, y):
+        if self.added is not None:
+            y += self.added
+        if self.clamp is not None:
+            np.clip(y, *self.clamp, out=y)
+        self.after(y)
+
+    def after(self, y):
+        for op, b, attrs in self.epilogue:
+            EPILOGUES[op](y, b, attrs)
+
+    def holds_input(self, index: int) -> bool:
+        return index == 1
+
+
+class PoolKernel(WindowKernel):
+    """A channels-last MaxPool, AveragePool or global pool."""
+
+    def __init__(self, node: Node):
+        super().__init__(node)
+        self.kind = "max" if "Max" in node.op else "avg"
+        self.is_global = node.op.startswith("Global")
+
+    def kernel_size(self, x):
+        return tuple(x.shape[1:3]) if self.is_global else tuple(self.attrs["kernel_shape"])
+
+    def prepare(self, inputs, y, repeats):
+        x = inputs[0]
+        if x.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+            return None
+        if self.is_global:
+            return window_launch.prepare_global_pool(self.kind, x, y, repeats)
+        geometry = self.geometry(x)
+        include_pad = bool(self.attrs.get("count_include_pad", 0))
+        if include_pad and geometry.pads[2:] != tuple(self._placement(x).end):
+            return None   # (the divisor counts declared pads, not how far a ceil_mode window reaches)
+        window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)
+        return window_launch.prepare_pool(self.kind, x, y, window, include_pad, repeats)
+
+
+def accepts(node: Node, options: dict) -> bool:
+    return (node.domain == DOMAIN and available() and node.inputs[0].type.dtype.np == np.float32
+            and (node.op != "Conv" or node.inputs[1].is_constant))
+
+
+def build(node: Node, options: dict) -> Kernel:
+    if node.op == "Conv":
+        return ConvKernel(node)
+    if node.op in ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"):
+        return PoolKernel(node)
+    raise NotApplicable
+
+
+NHWC = Implementation("nhwc", accepts, build)

@@ -1,0 +1,90 @@
+"""The `nhwc` implementation end to end: models with convolutions compile onto channels-last regions
+whose Convs (implicit GEMM, depthwise) and pools run on generated kernels, absorb their bias and
+activation, take any batch size, and agree with the reference kernels."""
+import numpy as np
+import pytest
+
+import snipjit
+from snipjit import GraphBuilder
+from snipjit.runtime.implementations import gemm_launch
+
+pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
+
+rng = np.random.default_rng(0)
+
+
+def randn(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def check(graph, feeds, **options):
+    cm = snipjit.compile(graph, **options)
+    ref = snipjit.compile(graph, implementations={"reference"}, channels_last=False, fuse=False)
+    for got, want in zip(cm.run(feeds), ref.run(feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    return cm
+
+
+def steps(cm):
+    return [(s.kind, s.ops) for s in cm.plan]
+
+
+def conv_block(activation: str, batch="n", channels=12):
+    b = GraphBuilder()
+    x = b.input("x", "f32", [batch, 5, 9, 9])
+    y = b.Conv(x, b.const(randn(channels, 5, 3, 3, scale=0.3)), pads=[1, 1, 1, 1])
+    y = b.Add(y, b.const(randn(channels, 1, 1)))
+    if activation == "Clip":
+        y = b.Clip(y, b.const(np.float32(-0.5)), b.const(np.float32(0.75)))
+    elif activation:
+        y = b.op(activation, y)
+    b.output(y, "y")
+    return b.build()
+
+
+@pytest.mark.parametrize("activation", ["Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", ""])
+def test_conv_bias_and_activation_are_one_step(activation):
+    cm = check(conv_block(activation), {"x": randn(2, 5, 9, 9)}, fold=False)
+    convs = [ops for kind, ops in steps(cm) if kind == "nhwc"]
+    assert convs == [["Conv", "Add"] + ([activation] if activation else [])]
+    assert [kind for kind, _ in steps(cm)] == ["reference", "nhwc", "reference"]   # the two reorders
+
+
+def test_any_batch_without_recompiling():
+    graph = conv_block("Relu")
+    cm = snipjit.compile(graph)
+    ref = snipjit.compile(graph, implementations={"reference"}, channels_last=False)
+    for n in (1, 3, 2):
+        x = randn(n, 5, 9, 9)
+        np.testing.assert_allclose(cm.run({"x": x})[0], ref.run({"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_small_network_runs_on_generated_kernels():
+    """Stem, depthwise-separable block with a squeeze-excitation, residual, pools, head: odd channel
+    counts everywhere (vector tails)."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", [1, 3, 23, 21])
+    stem = b.Relu(b.Conv(x, b.const(randn(13, 3, 3, 3, scale=0.4)), b.const(randn(13)), pads=[1, 1, 1, 1],
+                         strides=[2, 2]))
+    dw = b.Clip(b.Conv(stem, b.const(randn(13, 1, 3, 3, scale=0.4)), b.const(randn(13)), pads=[1, 1, 1, 1],
+                       group=13), b.const(np.float32(0)), b.const(np.float32(6)))
+    squeeze = b.Relu(b.Conv(b.GlobalAveragePool(dw), b.const(randn(5, 13, 1, 1, scale=0.4))))
+    scale = b.Sigmoid(b.Conv(squeeze, b.const(randn(13, 5, 1, 1, scale=0.4))))
+    pw = b.Conv(b.Mul(dw, scale), b.const(randn(13, 13, 1, 1, scale=0.4)))
+    res = b.Relu(b.Add(pw, stem))
+    pooled = b.MaxPool(res, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    avg = b.AveragePool(pooled, kernel_shape=[2, 2], count_include_pad=1, pads=[0, 0, 1, 1])
+    head = b.Flatten(b.GlobalMaxPool(avg), axis=1)
+    b.output(head, "y")
+    cm = check(b.build(), {"x": randn(1, 3, 23, 21)})
+    kinds = steps(cm)
+    nhwc_ops = [op for kind, ops in kinds if kind == "nhwc" for op in ops]
+    for op in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"):
+        assert op in nhwc_ops, kinds
+    assert sum(ops == ["Transpose"] for _, ops in kinds) == 2
+
+
+def test_packed_weights_are_held_once():
+    cm = snipjit.compile(conv_block("Relu"))
+    weights = [v for v in cm.graph.constants if v.shape == (12, 5, 3, 3)]
+    assert weights and all(not v.data.flags.writeable and not any(v.data.strides) for v in weights)
