@@ -23,12 +23,19 @@ from ...targets import isa
 from .kernel_cache import default_directory
 
 
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # snipjit/ (this file: snipjit/runtime/caches/)
+
+
+def package_sources(root: Path = PACKAGE_ROOT) -> list[Path]:
+    return sorted(root.rglob("*.py"))
+
+
 @functools.cache
 def package_fingerprint() -> str:
     """A hash of snipjit's source: any change to a pass may change the compiled graph."""
-    root = Path(__file__).resolve().parent.parent
+    root = PACKAGE_ROOT
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in package_sources(root):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -117,3 +117,11 @@ def test_large_arrays_come_back_mapped_read_only_and_a_truncated_entry_is_not_tr
     data = path.read_bytes()
     path.write_bytes(data[:len(data) - 1000])   # the last buffer cut short
     assert model_cache.load("k") is None
+
+
+def test_the_key_covers_every_compiler_stage_source():
+    """A change to any pass, op or code generator may change the compiled graph: their sources are all
+    part of the fingerprint the key includes."""
+    hashed = {p.relative_to(model_cache.PACKAGE_ROOT).parts[0] for p in model_cache.package_sources()}
+    assert model_cache.PACKAGE_ROOT.name == "snipjit"
+    assert {"passes", "ops", "frontend", "snippets", "targets", "runtime", "compiler.py"} <= hashed
