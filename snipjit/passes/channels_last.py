@@ -71,14 +71,18 @@ class _ChannelsLast:
         self.pending: dict[int, Value] = {}   # NCHW values no node produces any more (made on demand)
         self.alias: dict[int, Value] = {}     # values replaced by another one (cancelled transposes)
         self.deferred: set[int] = set()       # outputs of the model's own NHWC -> NCHW transposes
+        self.absorbed: set[int] = set()       # nodes a rewrite of an earlier node took over
         self.nodes: list[Node] = []
         self.outputs = set(graph.outputs)
         self.summary = Summary()
 
     def run(self) -> Graph:
+        self.uses = self.graph.consumers()
         for node in self.graph.nodes:
+            if id(node) in self.absorbed:
+                continue
             node.inputs = [None if v is None else self.alias.get(id(v), v) for v in node.inputs]
-            if not self._convert(node):
+            if not (self._channel_shuffle(node) or self._convert(node)):
                 node.inputs = [None if v is None else self._nchw(v) for v in node.inputs]
                 self.nodes.append(node)
         self.graph.outputs = [self._nchw(self.alias.get(id(v), v)) for v in self.graph.outputs]
@@ -123,9 +127,7 @@ class _ChannelsLast:
         twin = Value(self.fresh(f"{out.name}_nhwc"), _permuted_type(out.type, TO_NHWC))
         self.nodes.append(Node(node.op, inputs, [twin], dict(node.attrs if attrs is None else attrs),
                                node.name, domain, dict(node.meta)))
-        out.producer = None
-        self.twin[id(out)] = twin
-        self.pending[id(out)] = twin
+        self._output(node, twin)
         self.summary.converted[node.op] = self.summary.converted.get(node.op, 0) + 1
 
     # ---- the rules -------------------------------------------------------------------------------
@@ -148,10 +150,74 @@ class _ChannelsLast:
             out.producer = None
             self.twin[id(out)] = self.pending[id(out)] = x
             self.deferred.add(id(out))
+        elif node.op == "LRN" and on_layout and x.dtype == f32 and isinstance(x.shape[1], int):
+            self._lrn(node, self.twin[id(x)])
         elif self._elementwise_on_layout(node):
             self._produce(node, [None if v is None else self._operand(v) for v in node.inputs], "")
         else:
             return False
+        return True
+
+    def _emit(self, op: str, inputs: list[Value], shape: tuple, attrs: dict | None = None, name: str = "t") -> Value:
+        out = Value(self.fresh(f"{name}_nhwc"), TensorType(f32, shape))
+        self.nodes.append(Node(op, inputs, [out], dict(attrs or {})))
+        return out
+
+    def _constant(self, name: str, data: np.ndarray) -> Value:
+        return Value.constant(self.fresh(name), data)
+
+    def _lrn(self, node: Node, x: Value) -> None:
+        """LRN over the last axis: the window sums of squares as a product with a banded 0/1 matrix (the
+        GEMM), the rest elementwise (one fused kernel)."""
+        a = get_op("LRN").resolve_attrs(node)
+        size, channels, shape = int(a["size"]), x.shape[3], x.shape
+        before = (size - 1) // 2
+        c = np.arange(channels)
+        band = ((c[:, None] >= c[None, :] - before) & (c[:, None] <= c[None, :] + size - 1 - before))
+        squares = self._emit("Mul", [x, x], shape, name="lrn_squares")
+        sums = self._emit("MatMul", [squares, self._constant("lrn_window", band.astype(np.float32))], shape,
+                          name="lrn_sums")
+        scaled = self._emit("Mul", [sums, self._constant("lrn_alpha", np.float32(a["alpha"] / size))], shape)
+        base = self._emit("Add", [scaled, self._constant("lrn_bias", np.float32(a["bias"]))], shape)
+        power = self._emit("Pow", [base, self._constant("lrn_beta", np.float32(a["beta"]))], shape)
+        self._output(node, self._emit("Div", [x, power], shape, name=node.outputs[0].name))
+        self.summary.converted["LRN"] = self.summary.converted.get("LRN", 0) + 1
+
+    def _output(self, node: Node, twin: Value) -> None:
+        """`twin` computes node's output on the layout; the NCHW output is made on demand."""
+        out = node.outputs[0]
+        out.producer = None
+        self.twin[id(out)] = self.pending[id(out)] = twin
+
+    def _only_reader(self, v: Value, op: str) -> Node | None:
+        readers = self.uses.get(v, [])
+        if len(readers) != 1 or v in self.outputs or readers[0][0].op != op or readers[0][0].domain:
+            return None
+        return readers[0][0]
+
+    def _channel_shuffle(self, node: Node) -> bool:
+        """Reshape [N, C, H, W] -> [N, g, C/g, H, W], Transpose (0, 2, 1, 3, 4), Reshape back to [N, C, H, W]
+        (ShuffleNet) of a value on the layout: the same on the last axis, [N, H, W, g, C/g] transposed to
+        [N, H, W, C/g, g], where the reshapes are views and the transpose the only copy."""
+        x = node.inputs[0] if node.op == "Reshape" and not node.domain else None
+        if x is None or id(x) not in self.twin:
+            return False
+        split = node.outputs[0].shape
+        transpose = self._only_reader(node.outputs[0], "Transpose")
+        merge = transpose and self._only_reader(transpose.outputs[0], "Reshape")
+        if (merge is None or split is None or len(split) != 5 or not all(isinstance(d, int) for d in split[1:])
+                or tuple(transpose.attrs.get("perm", ())) != (0, 2, 1, 3, 4) or merge.outputs[0].shape != x.shape):
+            return False
+        n, groups, per_group, h, w = split
+        y = self.twin[id(x)]
+        grouped = self._emit("Reshape", [y, self._constant("shuffle_groups", np.array([0, h, w, groups, per_group]))],
+                             (n, h, w, groups, per_group))
+        swapped = self._emit("Transpose", [grouped], (n, h, w, per_group, groups), {"perm": [0, 1, 2, 4, 3]})
+        channels = self._constant("shuffle_channels", np.array([0, h, w, groups * per_group]))
+        merged = self._emit("Reshape", [swapped, channels], y.shape, name=merge.outputs[0].name)
+        self._output(merge, merged)
+        self.absorbed.update((id(transpose), id(merge)))
+        self.summary.converted["channel shuffle"] = self.summary.converted.get("channel shuffle", 0) + 1
         return True
 
     def _operand(self, v: Value) -> Value:

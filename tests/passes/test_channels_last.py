@@ -165,3 +165,31 @@ def test_a_full_nchw_operand_stops_the_region():
 def test_the_option_turns_it_off():
     _, ops = rewritten(RESIDUAL, channels_last=False)
     assert "Transpose" not in ops and "Conv" in ops
+
+
+def test_a_channel_shuffle_becomes_one_transpose_on_the_last_axis():
+    text = """graph(x: f32[2,6,4,5]) -> [y: f32[2,6,4,5]] {
+      const w1: f32[6,2,1,1] = <elided>
+      const w2: f32[6,1,3,3] = <elided>
+      const split: i64[5] = [2, 3, 2, 4, 5]
+      const merge: i64[4] = [2, 6, 4, 5]
+      [c: f32[2,6,4,5]] = Conv(x, w1) {group = 3}
+      [r: f32[2,3,2,4,5]] = Reshape(c, split)
+      [t: f32[2,2,3,4,5]] = Transpose(r) {perm = [0, 2, 1, 3, 4]}
+      [s: f32[2,6,4,5]] = Reshape(t, merge)
+      [y: f32[2,6,4,5]] = Conv(s, w2) {group = 6, pads = [1, 1, 1, 1]}
+    }"""
+    after, ops = rewritten(text)
+    assert ops == ["Transpose", "snipjit.nhwc::Conv", "Reshape", "Transpose", "Reshape", "snipjit.nhwc::Conv",
+                   "Transpose"]
+    assert after.meta[META].converted["channel shuffle"] == 1
+
+
+def test_lrn_over_the_channels_is_a_banded_product_and_elementwise_math():
+    text = """graph(x: f32[1,7,4,5]) -> [y: f32[1,7,4,5]] {
+      const w: f32[7,7,1,1] = <elided>
+      [c: f32[1,7,4,5]] = Conv(x, w)
+      [y: f32[1,7,4,5]] = LRN(c) {size = 4, alpha = 0.5, beta = 0.75, bias = 2.0}
+    }"""
+    after, ops = rewritten(text)
+    assert ops == ["Transpose", "snipjit.nhwc::Conv", "Mul", "MatMul", "Mul", "Add", "Pow", "Div", "Transpose"]
