@@ -4,8 +4,9 @@ The `ChannelsLast` graph pass moves regions of convolutions onto the layout [N, 
 channel axis is contiguous: the convolution kernels put output channels along the vector lanes, and
 the elementwise ops between convolutions broadcast per-channel operands along the last axis. Each op
 here has the attributes and meaning of its ONNX namesake, with the input and output transposed from
-NCHW to NHWC (Conv's weights and bias keep their ONNX layout): its shape inference and reference
-kernel are the ONNX op's, wrapped in the two transposes.
+NCHW to NHWC (the weights and bias of Conv and ConvTranspose keep their ONNX layout): its shape inference and reference
+kernel are the ONNX op's, wrapped in the two transposes. Conv's `input_layout = "NCHW"` reads an NCHW
+input (a network's image) and still gives an NHWC output.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .registry import OpContext, get_op, register
 DOMAIN = "snipjit.nhwc"
 TO_NHWC = (0, 2, 3, 1)     # an NCHW tensor's axes, permuted to NHWC
 TO_NCHW = (0, 3, 1, 2)
-OPS = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
 
 
 def _permuted(t: TensorType | None, perm: tuple[int, ...]) -> TensorType | None:
@@ -27,12 +28,21 @@ def _permuted(t: TensorType | None, perm: tuple[int, ...]) -> TensorType | None:
     return TensorType(t.dtype, tuple(t.shape[p] for p in perm))
 
 
+def _reads_nchw(ctx: OpContext) -> bool:
+    layout = ctx.attrs.get("input_layout", "NHWC")
+    if layout not in ("NHWC", "NCHW"):
+        raise ctx.fail(f"input_layout must be NHWC or NCHW, got {layout!r}")
+    return layout == "NCHW"
+
+
 def _nchw_context(ctx: OpContext) -> OpContext:
     """The ONNX op's view of a node: its data input and outputs as NCHW."""
     x = ctx.in_types[0] if ctx.in_types else None
     if x is not None and x.shape is not None and len(x.shape) != 4:
         raise ctx.fail(f"channels-last input must have rank 4 [N, H, W, C], got {list(x.shape)}")
-    return OpContext(ctx.node, ctx.attrs, [_permuted(x, TO_NCHW), *ctx.in_types[1:]], ctx.in_values,
+    attrs = {k: v for k, v in ctx.attrs.items() if k != "input_layout"}
+    x = x if _reads_nchw(ctx) else _permuted(x, TO_NCHW)
+    return OpContext(ctx.node, attrs, [x, *ctx.in_types[1:]], ctx.in_values,
                      [_permuted(t, TO_NCHW) for t in ctx.out_types])
 
 
@@ -43,11 +53,12 @@ def _register(name: str) -> None:
         return [_permuted(t, TO_NHWC) for t in onnx_op.infer(_nchw_context(ctx))][:1]
 
     def reference(ctx: OpContext, x, *rest):
-        (y, *_) = onnx_op.run(_nchw_context(ctx), [np.transpose(x, TO_NCHW), *rest])
+        (y, *_) = onnx_op.run(_nchw_context(ctx), [x if _reads_nchw(ctx) else np.transpose(x, TO_NCHW), *rest])
         return np.ascontiguousarray(np.transpose(y, TO_NHWC))
 
     reference.__doc__ = f"ONNX {name} on an NHWC input, giving an NHWC output."
-    register(name, onnx_op.category, infer=infer, attrs=onnx_op.attrs, inputs=onnx_op.inputs, outputs=1,
+    attrs = {**onnx_op.attrs, "input_layout": "NHWC"} if name == "Conv" else onnx_op.attrs
+    register(name, onnx_op.category, infer=infer, attrs=attrs, inputs=onnx_op.inputs, outputs=1,
              domain=DOMAIN)(reference)
 
 

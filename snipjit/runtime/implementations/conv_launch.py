@@ -72,19 +72,19 @@ def _clamp_array(clamp: tuple[float, float] | None) -> np.ndarray | None:
 
 def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: ConvGeometry,
                  bias: np.ndarray | None = None, clamp: tuple[float, float] | None = None,
-                 repeats: bool = False) -> GemmLaunch | None:
-    """The launch computing out = conv(x) (+ bias, clamped) with x [images, H, W, C] and out
-    [images, OH, OW, O] channels-last; None when the JIT is not available or there is nothing to
-    multiply (an empty output or no input channels). Shapes that do not fit the weights and the geometry
-    raise ValueError."""
+                 repeats: bool = False, planar: bool = False) -> GemmLaunch | None:
+    """The launch computing out = conv(x) (+ bias, clamped) with x [images, H, W, C] (`planar`:
+    [images, C, H, W]) and out [images, OH, OW, O] channels-last; None when the JIT is not available or
+    there is nothing to multiply (an empty output or no input channels). Shapes that do not fit the
+    weights and the geometry raise ValueError."""
     if not available():
         return None
-    images, h, w, c = x.shape
-    kernel, groups, cg = packed.kernel, packed.groups, packed.cg
+    images, h, w, c = (x.shape[0], *x.shape[2:], x.shape[1]) if planar else x.shape
+    kernel, groups, cg = packed.kernel.for_convolution(planar), packed.groups, packed.cg
     oh, ow = geometry.output_size(h, w)
     expected = (images, oh, ow, groups * packed.n)
     if c != groups * cg or tuple(out.shape) != expected:
-        raise ValueError(f"convolution of an image {tuple(x.shape)} (NHWC) by weights for {groups * cg} input "
+        raise ValueError(f"convolution of an image {tuple(x.shape)} ({'NCHW' if planar else 'NHWC'}) by weights for {groups * cg} input "
                          f"channels in {groups} groups gives {expected}, not {tuple(out.shape)}")
     if not (x.flags.c_contiguous and out.flags.c_contiguous and x.dtype == out.dtype == np.float32):
         raise ValueError("convolution operands must be C-contiguous float32 arrays")
@@ -95,14 +95,19 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
         return None
     split = WorkSplit.of(kernel, groups, m, n, k)
     kc = max(cg, kernel.k_block(k) // cg * cg)
-    zeros = np.zeros(max(cg, 1), np.float32)
+    channel_stride = h * w if planar else 1
+    # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart (np.zeros
+    # maps untouched pages to the zero page, so a planar image's long stride costs no memory)
+    zeros = np.zeros((cg - 1) * channel_stride + 1, np.float32)
     clamp_values = _clamp_array(clamp)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
     dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=groups * n,
-                       panels=split.panels, a_batch=cg, b_batch=packed.data[0].size, c_batch=n, bias_batch=n,
-                       chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w, C=c,
+                       panels=split.panels, a_batch=cg * channel_stride, b_batch=packed.data[0].size, c_batch=n,
+                       bias_batch=n,
+                       chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w,
                        OH=oh, OW=ow, KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0],
-                       pad_l=geometry.pads[1], dil_h=dh, dil_w=dw)
+                       pad_l=geometry.pads[1], dil_h=dh, dil_w=dw, image_stride=h * w * c,
+                       pixel_stride=1 if planar else c, channel_stride=channel_stride)
     ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
                       packed, repeats, held=(clamp_values, zeros))

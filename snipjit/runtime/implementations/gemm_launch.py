@@ -69,9 +69,12 @@ class GemmKernel:
         kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
         return k if k <= kc else kc
 
-    def for_convolution(self) -> "GemmKernel":
-        """The kernel of the same register block reading A through a convolution's window."""
-        return replace(self, shape=replace(self.shape, conv=True))
+    def for_convolution(self, planar: bool = False) -> "GemmKernel":
+        """The kernel of the same register block reading A through a convolution's window (of an NCHW
+        image when `planar`, else NHWC). A planar image is a network's input (3 or 4 channels): the
+        channel loop per tap is that short, so it is not unrolled."""
+        unroll = 1 if planar else self.shape.unroll
+        return replace(self, shape=replace(self.shape, conv=True, planar=planar, unroll=unroll))
 
 
 @functools.cache
@@ -200,12 +203,16 @@ class GemmLaunch:
         if pool is not None and self.repeats:
             self.job = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
                                     1, self.scratch.base, self.scratch.stride, parallel=self.threads > 1)
-            self.run = self.job.run
+            self._run = self.job.run
         elif pool is not None and self.threads > 1:
-            self.run = functools.partial(pool.run, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
-                                         self.items, 1, self.scratch.base, self.scratch.stride)
+            self._run = functools.partial(pool.run, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+                                          self.items, 1, self.scratch.base, self.scratch.stride)
         else:
-            self.run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+            self._run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+
+    def run(self) -> None:
+        """Compute the product (a method, so that `prepare(...).run()` keeps the arguments alive)."""
+        self._run()
 
 
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:

@@ -23,8 +23,9 @@ when K is blocked, reloads) under a lane mask, outside the K loop; a last row bl
 clamps its rows to M-1 — the duplicated rows compute the same values and store them to the same place;
 when at most half a block is left, a block of half the height does it (M=128: 5% faster with 6-row blocks).
 
-A convolution kernel (`conv`) computes a channels-last convolution as this product without an im2col
-copy (an "implicit GEMM"): A is the image [images, H, W, C] and its rows are the output pixels
+A convolution kernel (`conv`) computes a convolution as this product without an im2col copy (an
+"implicit GEMM"): A is the image [images, H, W, C] (`planar`: [images, C, H, W], an NCHW input, such
+as a network's 3-channel first layer reads) and its rows are the output pixels
 (M = images·OH·OW); K runs over the window's taps, `cg` input channels each (B is the weights packed as
 [taps·cg, N], tap-major); for each tap and row the K loop reads `cg` contiguous channels of the input
 pixel under the tap, or the zero row where the tap falls into the padding. The batch index is the group:
@@ -48,7 +49,8 @@ I1 = ir.IntType(1)
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
-        "cg", "H", "W", "C", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w")
+        "cg", "H", "W", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w",
+        "image_stride", "pixel_stride", "channel_stride")
 PTRS = ("A", "B", "C", "bias", "clamp", "zeros")
 
 
@@ -60,7 +62,8 @@ class MicroKernel:
     lanes: int      # f32 lanes per vector (the ISA level's width)
     unroll: int     # K steps per iteration of the hot loop
     fused: bool = True   # FMA instructions (else a multiply and an add)
-    conv: bool = False   # A is a channels-last image read through a convolution's window (below)
+    conv: bool = False   # A is an image read through a convolution's window (below)
+    planar: bool = False  # ... an NCHW image: its channels are planes (else contiguous: NHWC)
 
     @property
     def nr(self) -> int:
@@ -68,8 +71,8 @@ class MicroKernel:
 
     @property
     def name(self) -> str:
-        return (f"snipjit_{'conv' if self.conv else 'gemm'}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}"
-                f"{'' if self.fused else '_mul_add'}")
+        kind = ("planar_conv" if self.planar else "conv") if self.conv else "gemm"
+        return f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
 
 
 def register_blocks(registers: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -176,8 +179,9 @@ def _copy_panel(g: _Builder, panel, masks, copy) -> tuple:
     return tuple(g.branches(copy, copied, lambda: [panel, d["ldb"]]))
 
 
-def _k_loop(g: _Builder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb):
-    """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators."""
+def _k_loop(g: _Builder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb, a_stride=None):
+    """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators.
+    A's rows are contiguous along k, or `a_stride` elements apart."""
     b, shape = g.b, g.shape
     loop = CountedLoop(b, name, start, b.sub(stop, _c(step - 1)), step)
     carried = [[loop.phi(g.vec, acc[j][v]) for v in range(shape.vectors)] for j in range(len(a_rows))]
@@ -186,10 +190,11 @@ def _k_loop(g: _Builder, name: str, start, stop, step: int, acc, a_rows, b_base,
     for u in range(step):
         k = b.add(loop.index, _c(u)) if u else loop.index
         b_row = g.at(b_base, b.mul(k, ldb))
+        a_k = None if a_stride is None else b.mul(k, a_stride)
         bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(shape.vectors)]
         updated = []
         for j in range(len(a_rows)):
-            a = g.splat(b.load(g.at(a_rows[j], k), typ=F32), F32)
+            a = g.splat(b.load(g.at(a_rows[j], k if a_stride is None else a_k), typ=F32), F32)
             updated.append([g.multiply_add(a, bv[v], current[j][v]) for v in range(shape.vectors)])
         current = updated
     loop.leave([(carried[j][v], current[j][v]) for j in range(len(a_rows)) for v in range(shape.vectors)])
@@ -214,10 +219,10 @@ def _conv_taps(g: _Builder, p: _Panel, rows: list, acc: list) -> list:
     """Accumulate the taps of the K block for output pixels `rows`: per tap, the K loop over `cg`
     channels of each row's input pixel under the tap (the zero row in the padding)."""
     b, d, unroll = g.b, g.d, g.shape.unroll
-    pixels = []   # per row: (image · H, top input row, left input column) of its window
+    pixels = []   # per row: (the image's offset, top input row, left input column) of its window
     for r in rows:
         column, rest = b.srem(r, d["OW"]), b.sdiv(r, d["OW"])
-        pixels.append((b.mul(b.sdiv(rest, d["OH"]), d["H"]),
+        pixels.append((b.mul(b.sdiv(rest, d["OH"]), d["image_stride"]),
                        b.sub(b.mul(b.srem(rest, d["OH"]), d["stride_h"]), d["pad_t"]),
                        b.sub(b.mul(column, d["stride_w"]), d["pad_l"])))
     taps = CountedLoop(b, "tap", b.sdiv(p.k0, d["cg"]), b.sdiv(p.k1, d["cg"]), 1)
@@ -226,15 +231,16 @@ def _conv_taps(g: _Builder, p: _Panel, rows: list, acc: list) -> list:
     kh = b.sdiv(taps.index, d["KW"])
     dy, dx = b.mul(kh, d["dil_h"]), b.mul(b.sub(taps.index, b.mul(kh, d["KW"])), d["dil_w"])
     a_rows, zeros = [], g.pointer("zeros")
-    for image_row, top, left in pixels:
+    for image, top, left in pixels:
         y, x = b.add(top, dy), b.add(left, dx)
         inside = b.and_(b.icmp_unsigned("<", y, d["H"]), b.icmp_unsigned("<", x, d["W"]))
-        pixel = b.mul(b.add(b.mul(b.add(image_row, y), d["W"]), x), d["C"])
+        pixel = b.add(image, b.mul(b.add(b.mul(y, d["W"]), x), d["pixel_stride"]))
         a_rows.append(b.select(inside, g.at(p.a_base, pixel), zeros))
     b_tap = g.at(p.b_base, b.mul(b.mul(taps.index, d["cg"]), p.ldb))
-    summed, k = _k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb)
+    a_stride = d["channel_stride"] if g.shape.planar else None
+    summed, k = _k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb, a_stride)
     if unroll > 1:
-        summed, _ = _k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb)
+        summed, _ = _k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb, a_stride)
     taps.leave([(carried[j][v], summed[j][v]) for j in range(len(rows)) for v in range(len(acc[0]))])
     return carried
 

@@ -22,7 +22,7 @@ def reference(x_nhwc, w, bias, geometry: conv_launch.ConvGeometry, group: int) -
 
 
 def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-          bias=False, clamp=None):
+          bias=False, clamp=None, planar=False):
     x = rng.standard_normal((images, h, w, c), dtype=np.float32)
     weights = rng.standard_normal((o, c // group, *kernel), dtype=np.float32)
     b = rng.standard_normal(o, dtype=np.float32) if bias else None
@@ -33,8 +33,8 @@ def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 
     packed = conv_launch.pack_conv(weights, group)
     assert packed.kernel.shape.conv and packed.kernel.shape.lanes == jit.host().level.f32_lanes
     out = np.full(want.shape, np.nan, np.float32)
-    launch = conv_launch.prepare_conv(x, packed, out, geometry, b, clamp)
-    launch.run()
+    image = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if planar else x
+    conv_launch.prepare_conv(image, packed, out, geometry, b, clamp, planar=planar).run()
     depth = c // group * kernel[0] * kernel[1]
     np.testing.assert_allclose(out, want, rtol=0, atol=2e-5 * depth ** 0.5 * max(1.0, np.abs(want).max()))
 
@@ -63,6 +63,15 @@ def test_random_geometries(level, images, c, h, w, o, k, s, pad, group, seed):
         return
     check(np.random.default_rng(seed), images, c * group, h, w, o * group, (k, k), group, (s, s),
           (pad, pad, pad, pad), bias=bool(seed & 1), clamp=(0.0, np.inf) if seed & 2 else None)
+
+
+@pytest.mark.parametrize("case", [
+    dict(images=1, c=3, h=31, w=29, o=24, kernel=(7, 7), strides=(2, 2), pads=(3, 3, 3, 3), bias=True,
+         clamp=(0.0, np.inf)),
+    dict(images=2, c=4, h=9, w=8, o=8, kernel=(3, 3), group=2, pads=(1, 0, 1, 2), dilations=(2, 1)),
+])
+def test_an_nchw_input_is_read_in_place(level, case):
+    check(np.random.default_rng(7), planar=True, **case)
 
 
 def test_nan_passes_the_clamp(level):

@@ -1,6 +1,7 @@
 """The GEMM microkernel's machine code on CPUs other than this one (LLVM compiles for any x86 CPU name):
 the hot K loop of every register block the runtime uses, in products and in convolutions, holds its
-FMAs, no masked load or store and no stack access (no register spills), on AVX2 and on AVX-512 CPUs."""
+FMAs, no masked load or store and no stack access (no register spills), on AVX2 and on AVX-512 CPUs.
+(A convolution of an NCHW image, a network's 3-channel input, loops 3 times per tap: no hot loop.)"""
 import re
 
 import pytest
@@ -32,10 +33,10 @@ def hot_loop(asm: str) -> list[str]:
 
 @pytest.mark.parametrize("cpu, level", CPUS)
 @pytest.mark.parametrize("block", ["wide", "narrow"])
-@pytest.mark.parametrize("conv", [False, True], ids=["gemm", "conv"])
-def test_the_hot_k_loop_has_no_masks_and_no_spills(cpu, level, block, conv):
+@pytest.mark.parametrize("kind", ["gemm", "conv"])
+def test_the_hot_k_loop_has_no_masks_and_no_spills(cpu, level, block, kind):
     mr, vectors, unroll = register_blocks(level.vector_registers)[block == "narrow"]
-    shape = MicroKernel(mr, vectors, level.f32_lanes, unroll, conv=conv)
+    shape = MicroKernel(mr, vectors, level.f32_lanes, unroll, conv=kind == "conv")
     loop = hot_loop(jit.assembly_for(gemm_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
     fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
