@@ -104,7 +104,7 @@ def conv(ctx: OpContext, x, w, b=None):
 
 
 # ---- ConvTranspose ----------------------------------------------------------------------------------------
-def _transpose_geometry(ctx: OpContext, spatial: tuple[Dim, ...], kernel: tuple[int, ...]
+def conv_transpose_geometry(ctx: OpContext, spatial: tuple[Dim, ...], kernel: tuple[int, ...]
                         ) -> tuple[list[Dim], list[int] | None]:
     """(output spatial dims, padding cut from the start of each) of ConvTranspose; the padding is None
     when dynamic dims leave it unknown."""
@@ -152,7 +152,7 @@ def _infer_conv_transpose(ctx: OpContext) -> list[TensorType]:
         return [tensor(x.dtype, None if rank is None else
                        [None if x.shape is None else x.shape[0], m] + [None] * (rank - 2))]
     require_rank(ctx, x.shape, len(kernel) + 2, what="X")
-    out, _ = _transpose_geometry(ctx, x.shape[2:], kernel)
+    out, _ = conv_transpose_geometry(ctx, x.shape[2:], kernel)
     return [tensor(x.dtype, [x.shape[0], m] + out)]
 
 
@@ -170,7 +170,7 @@ def conv_transpose(ctx: OpContext, x, w, b=None):
         raise ctx.fail(f"bias of shape {list(b.shape)} must have one value per output channel ({mg * g})")
     d = len(kernel)
     win = window_from_attrs(ctx, kernel)
-    out, begin = _transpose_geometry(ctx, x.shape[2:], kernel)
+    out, begin = conv_transpose_geometry(ctx, x.shape[2:], kernel)
     if any(o < 1 for o in out):
         raise ctx.fail(f"the output spatial size {out} is empty")
     stretched = np.zeros(x.shape[:2] + tuple(s * (n - 1) + 1 for s, n in zip(win.strides, x.shape[2:])), x.dtype)
@@ -221,6 +221,7 @@ def _pool(ctx: OpContext, x: np.ndarray, kind: str, win: Window, *, include_pad:
     'max' are returned too (else None)."""
     if x.ndim != win.rank + 2:
         raise ctx.fail(f"input of shape {list(x.shape)} does not fit a {win.rank}-D window")
+    win = win.clipped(x.shape[2:])
     p = place_window(ctx, win, x.shape[2:])
     dt = compute_dtype(x.dtype)
     xc = x.astype(dt, copy=False)

@@ -9,7 +9,7 @@ the padding per spatial dim; `window_view` then presents the padded input as a r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -57,13 +57,24 @@ class Window:
         if not isinstance(d, int):
             return dim_affine(d, add=lo + hi - ext + 1) if s == 1 else None
         span = d + lo + hi - ext
-        if span < 0:
+        if span < 0 and not (self.ceil_mode and span > -s):   # (ceil_mode: one window, overhanging the end)
             raise ShapeError(f"spatial dim {i} of size {d} (padded: {d + lo + hi}) is smaller than the window "
                              f"extent {ext}")
         if not self.ceil_mode:
             return span // s + 1
         n = -(-span // s) + 1
         return n - 1 if (n - 1) * s >= d + lo else n  # the last window must start inside input or begin pad
+
+    def clipped(self, spatial: tuple[int, ...]) -> "Window":
+        """The window with each kernel dim that reaches past the input and both pads (a ceil_mode window
+        larger than the input) cut to what it covers: the same single window, without taps that can
+        only read padding nobody declared."""
+        kernel = list(self.kernel)
+        for i, d in enumerate(spatial):
+            covered = d + self.pads[i] + self.pads[i + self.rank]
+            if self.dilations[i] == 1 and self.auto_pad == "NOTSET" and kernel[i] > covered:
+                kernel[i] = covered
+        return replace(self, kernel=tuple(kernel))
 
     def place(self, spatial: tuple[int, ...]) -> Placement:
         """The window on an input of these spatial sizes: output size and padding per dim."""

@@ -3,8 +3,9 @@
 ONNX convolutions are NCHW. The convolution kernels want the channels contiguous: an output pixel's
 channels are the vector lanes of the GEMM (`runtime.implementations.conv_launch`), any channel count
 fills whole register blocks, and a depthwise convolution or a pool is a vector operation per pixel. So
-each 2-D Conv with constant weights becomes its channels-last twin (`snipjit.nhwc::Conv`), and the
-layout spreads forward through the ops that do not care which axis the channels are on:
+each 2-D Conv with constant weights becomes its channels-last twin (`snipjit.nhwc::Conv`; likewise a
+ConvTranspose of one group with explicit pads), and the layout spreads forward through the ops that do
+not care which axis the channels are on:
 
 * elementwise ops, when every other input is on the layout, a constant (permuted once, here), or a
   per-image vector [N, C, 1, 1] (squeeze-excitation's scale: its transpose moves no data);
@@ -13,7 +14,8 @@ layout spreads forward through the ops that do not care which axis the channels 
 * a Transpose to NHWC of a value on the layout is that value; a value the model itself transposes from
   NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel).
 
-Reorders (Transpose nodes) are inserted only at the edges: where a value enters a Conv from NCHW, and
+Reorders (Transpose nodes) are inserted only at the edges: where a value enters a Conv from NCHW (but a
+network's 3-channel image is read in place: `input_layout = "NCHW"`), and
 where an op that needs NCHW (a Reshape, Flatten, a graph output) reads a value of a region — once per
 value, however many readers it has. The rewritten ops keep their meaning; the graph's inputs and outputs
 keep their layout. Option `channels_last=False` turns the pass off. It runs after constant folding
@@ -33,6 +35,7 @@ from ..ops.channels_last import DOMAIN, TO_NCHW, TO_NHWC
 from .constant_analysis import FreshNames
 
 POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+IMAGE_CHANNELS = 4   # a Conv of at most this many NCHW channels reads them in place
 META = "channels_last"
 
 
@@ -136,7 +139,11 @@ class _ChannelsLast:
             return False
         x = node.inputs[0] if node.inputs else None
         on_layout = x is not None and id(x) in self.twin
-        if node.op == "Conv" and self._is_conv2d(node):
+        if node.op == "Conv" and self._is_conv2d(node) and self._reads_image(node):
+            self._produce(node, list(node.inputs), DOMAIN, {**node.attrs, "input_layout": "NCHW"})
+        elif node.op == "Conv" and self._is_conv2d(node):
+            self._produce(node, [self._nhwc(x), *node.inputs[1:]], DOMAIN)
+        elif node.op == "ConvTranspose" and self._is_conv2d(node) and self._plain_transpose(node):
             self._produce(node, [self._nhwc(x), *node.inputs[1:]], DOMAIN)
         elif node.op in POOLS and on_layout:
             self._produce(node, [self.twin[id(x)]], DOMAIN)
@@ -231,6 +238,20 @@ class _ChannelsLast:
         return (_is_4d(x) and x.dtype == f32 and w.is_constant and w.data.ndim == 4 and w.data.dtype == np.float32
                 and (b is None or b.is_constant) and node.outputs[0].dtype == f32)
 
+    @staticmethod
+    def _plain_transpose(node: Node) -> bool:
+        """A ConvTranspose of one group with explicit pads (no output_shape, no auto_pad)."""
+        a = node.attrs
+        return (a.get("group", 1) == 1 and a.get("output_shape") is None
+                and a.get("auto_pad", "NOTSET") in ("NOTSET", ""))
+
+    def _reads_image(self, node: Node) -> bool:
+        """A Conv of a few-channel NCHW tensor (a network's image) the layout has no twin of: its kernel
+        reads the channel planes in place instead of a reordered copy."""
+        x = node.inputs[0]
+        return (id(x) not in self.twin and isinstance(x.shape[1], int) and x.shape[1] <= IMAGE_CHANNELS
+                and node.attrs.get("group", 1) == 1)
+
     def _concat_on_layout(self, node: Node) -> bool:
         return (node.attrs.get("axis") in (1, -3) and all(v is not None and id(v) in self.twin for v in node.inputs))
 
@@ -251,7 +272,7 @@ class _ChannelsLast:
 def channels_last(graph: Graph, options: dict | None = None) -> Graph:
     if not (options or {}).get("channels_last", True):
         return graph
-    if not any(n.op == "Conv" and not n.domain and _ChannelsLast._is_conv2d(n) for n in graph.nodes):
+    if not any(n.op in ("Conv", "ConvTranspose") and not n.domain and _ChannelsLast._is_conv2d(n) for n in graph.nodes):
         return graph
     graph.toposort()
     return _ChannelsLast(graph).run()

@@ -63,8 +63,8 @@ def test_a_residual_block_is_one_region_with_one_reorder_in_and_out():
 
 
 def test_values_read_outside_the_region_are_reordered_once():
-    text = """graph(x: f32[2,4,5,5]) -> [y: f32[2,6,5,5], f: f32[2,150], g: f32[2,6,5,5]] {
-      const w: f32[6,4,3,3] = <elided>
+    text = """graph(x: f32[2,5,5,5]) -> [y: f32[2,6,5,5], f: f32[2,150], g: f32[2,6,5,5]] {
+      const w: f32[6,5,3,3] = <elided>
       [c: f32[2,6,5,5]] = Conv(x, w) {pads = [1, 1, 1, 1]}
       [y: f32[2,6,5,5]] = Relu(c)
       [f: f32[2,150]] = Flatten(y) {axis = 1}
@@ -88,8 +88,9 @@ def test_pools_and_channel_concat_follow_the_layout():
       [y: f32[1,10,1,1]] = GlobalAveragePool(q)
     }"""
     after, ops = rewritten(text)
-    assert ops == ["Transpose", "snipjit.nhwc::Conv", "snipjit.nhwc::Conv", "Concat", "snipjit.nhwc::MaxPool",
+    assert ops == ["snipjit.nhwc::Conv", "snipjit.nhwc::Conv", "Concat", "snipjit.nhwc::MaxPool",
                    "snipjit.nhwc::AveragePool", "snipjit.nhwc::GlobalAveragePool", "Transpose"]
+    assert [n.attrs["input_layout"] for n in after.nodes[:2]] == ["NCHW", "NCHW"]   # the image read in place
     assert next(n for n in after.nodes if n.op == "Concat").attrs["axis"] == 3
 
 
@@ -127,8 +128,8 @@ def test_the_models_own_layout_transposes_cancel():
 
 
 def test_a_model_transpose_back_to_nchw_is_kept_where_nothing_reads_it_channels_last():
-    text = """graph(x: f32[1,4,5,5], z: f32[1,5,5,4]) -> [y: f32[1,4,5,5], u: f32[1,4,5,5]] {
-      const w: f32[4,4,1,1] = <elided>
+    text = """graph(x: f32[1,8,5,5], z: f32[1,5,5,4]) -> [y: f32[1,4,5,5], u: f32[1,4,5,5]] {
+      const w: f32[4,8,1,1] = <elided>
       [y: f32[1,4,5,5]] = Conv(x, w)
       [u: f32[1,4,5,5]] = Transpose(z) {perm = [0, 3, 1, 2]}
     }"""
@@ -159,7 +160,7 @@ def test_a_full_nchw_operand_stops_the_region():
       [y: f32[1,4,5,5]] = Add(c, r)
     }"""
     _, ops = rewritten(text)
-    assert ops == ["Transpose", "snipjit.nhwc::Conv", "Transpose", "Add"]
+    assert ops == ["snipjit.nhwc::Conv", "Transpose", "Add"]
 
 
 def test_the_option_turns_it_off():
@@ -193,3 +194,18 @@ def test_lrn_over_the_channels_is_a_banded_product_and_elementwise_math():
     }"""
     after, ops = rewritten(text)
     assert ops == ["Transpose", "snipjit.nhwc::Conv", "Mul", "MatMul", "Mul", "Add", "Pow", "Div", "Transpose"]
+
+
+def test_an_image_of_few_channels_is_read_in_place_by_its_conv():
+    text = """graph(x: f32[1,3,9,9], y: f32[1,5,9,9]) -> [a: f32[1,8,9,9], b: f32[1,8,9,9], c: f32[1,6,9,9]] {
+      const w3: f32[8,3,3,3] = <elided>
+      const w5: f32[8,5,3,3] = <elided>
+      const wg: f32[6,1,3,3] = <elided>
+      [a: f32[1,8,9,9]] = Conv(x, w3) {pads = [1, 1, 1, 1]}
+      [b: f32[1,8,9,9]] = Conv(y, w5) {pads = [1, 1, 1, 1]}
+      [c: f32[1,6,9,9]] = Conv(x, wg) {pads = [1, 1, 1, 1], group = 3}
+    }"""
+    after, ops = rewritten(text)
+    layouts = [n.attrs.get("input_layout") for n in after.nodes if n.op == "Conv"]
+    assert layouts == ["NCHW", None, None]   # 3 channels: in place; 5 channels, or groups: reordered first
+    assert transposes(ops) == 2 + 3

@@ -2,7 +2,8 @@
 
 The `ChannelsLast` pass puts convolution regions on [N, H, W, C] (`snipjit.nhwc::Conv`, pools). Here
 a Conv runs as an implicit GEMM over its packed weights (`conv_launch`), a depthwise Conv and the pools
-as sliding-window vector kernels (`window_launch`); weights are packed once, when the step is built.
+as sliding-window vector kernels (`window_launch`), a ConvTranspose as a GEMM and a scatter of its
+columns (`conv_transpose_launch`); weights are packed once, when the step is built.
 The epilogue the markup pass left to a Conv is absorbed: a per-channel bias Add joins the Conv's bias
 and Relu/Clip become a clamp, both applied in registers before the store; another activation is
 applied in place on the output afterwards.
@@ -17,7 +18,8 @@ from ...ir.graph import Node
 from ...ops import get_op
 from ...ops.channels_last import DOMAIN
 from ...ops.windows import place_window, window_from_attrs
-from . import conv_launch, window_launch
+from ...ops.nn import conv_transpose_geometry
+from . import conv_launch, conv_transpose_launch, window_launch
 from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
 from .blas import EPILOGUES
 from .gemm_launch import available
@@ -40,14 +42,19 @@ class WindowKernel(Kernel):
         self.ctx = self.reference.ctx
         self.attrs = get_op(node.op, node.domain).resolve_attrs(node)
 
+    def spatial(self, x: np.ndarray) -> tuple[int, int]:
+        return tuple(x.shape[1:3])
+
+    def window(self, x: np.ndarray):
+        return window_from_attrs(self.ctx, self.kernel_size(x)).clipped(self.spatial(x))
+
     def _placement(self, x: np.ndarray):
-        kernel = self.kernel_size(x)
-        return place_window(self.ctx, window_from_attrs(self.ctx, kernel), tuple(x.shape[1:3]))
+        return place_window(self.ctx, self.window(x), self.spatial(x))
 
     def geometry(self, x: np.ndarray) -> conv_launch.ConvGeometry:
         """The window on this input: pads before, and after as far as the last window reaches."""
         placed = self._placement(x)
-        win = window_from_attrs(self.ctx, self.kernel_size(x))
+        win = self.window(x)
         after = tuple(max(0, r) for r in placed.reach)   # (an unread tail is shorter than a stride)
         return conv_launch.ConvGeometry(win.kernel, win.strides, (*placed.begin, *after), win.dilations)
 
@@ -105,7 +112,8 @@ class ConvKernel(WindowKernel):
         b = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else None
         group = self.attrs["group"]
         self.out_channels = w.shape[0]
-        self.depthwise = w.shape[1] == 1 and group == w.shape[0] and group > 1
+        self.planar = self.attrs["input_layout"] == "NCHW"   # (a network's image, read in place)
+        self.depthwise = w.shape[1] == 1 and group == w.shape[0] and group > 1 and not self.planar
         self.packed = window_launch.pack_depthwise(w) if self.depthwise else conv_launch.pack_conv(w, group)
         self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
         self.added: np.ndarray | None = None              # absorbed bias Adds, summed
@@ -114,6 +122,9 @@ class ConvKernel(WindowKernel):
 
     def kernel_size(self, x):
         return tuple(self.node.inputs[1].data.shape[2:])
+
+    def spatial(self, x):
+        return tuple(x.shape[2:4]) if self.planar else tuple(x.shape[1:3])
 
     def absorb(self, node: Node, data_index: int) -> bool:
         other = [v for i, v in enumerate(node.inputs) if i != data_index and v is not None]
@@ -149,7 +160,7 @@ class ConvKernel(WindowKernel):
         if self.depthwise:
             window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)
             return window_launch.prepare_depthwise(x, self.packed, bias, self.clamp, y, window, repeats)
-        return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats)
+        return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats, self.planar)
 
     def reference_epilogue(self, y):
         if self.added is not None:
@@ -191,14 +202,44 @@ class PoolKernel(WindowKernel):
         return window_launch.prepare_pool(self.kind, x, y, window, include_pad, repeats)
 
 
+class ConvTransposeKernel(WindowKernel):
+    """A channels-last ConvTranspose: the GEMM of the pixels by the packed weights, then col2im."""
+
+    def __init__(self, node: Node):
+        super().__init__(node)
+        w = node.inputs[1].data
+        b = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else None
+        self.packed = conv_transpose_launch.pack_conv_transpose(w)
+        self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
+
+    def kernel_size(self, x):
+        return tuple(self.node.inputs[1].data.shape[2:])
+
+    def prepare(self, inputs, y, repeats):
+        x = inputs[0]
+        if x.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+            return None
+        win = window_from_attrs(self.ctx, self.kernel_size(x))
+        out, begin = conv_transpose_geometry(self.ctx, self.spatial(x), win.kernel)
+        if begin is None or tuple(out) != tuple(y.shape[1:3]):
+            return None
+        geometry = conv_transpose_launch.TransposeGeometry(win.kernel, win.strides, win.dilations, tuple(begin))
+        return conv_transpose_launch.prepare_conv_transpose(x, self.packed, y, geometry, self.bias, repeats)
+
+    def holds_input(self, index: int) -> bool:
+        return index == 1
+
+
 def accepts(node: Node, options: dict) -> bool:
     return (node.domain == DOMAIN and available() and node.inputs[0].type.dtype.np == np.float32
-            and (node.op != "Conv" or node.inputs[1].is_constant))
+            and (node.op not in ("Conv", "ConvTranspose") or node.inputs[1].is_constant))
 
 
 def build(node: Node, options: dict) -> Kernel:
     if node.op == "Conv":
         return ConvKernel(node)
+    if node.op == "ConvTranspose":
+        return ConvTransposeKernel(node)
     if node.op in ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"):
         return PoolKernel(node)
     raise NotApplicable

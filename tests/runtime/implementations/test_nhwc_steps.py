@@ -81,10 +81,45 @@ def test_a_small_network_runs_on_generated_kernels():
     nhwc_ops = [op for kind, ops in kinds if kind == "nhwc" for op in ops]
     for op in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"):
         assert op in nhwc_ops, kinds
-    assert sum(ops == ["Transpose"] for _, ops in kinds) == 2
+    assert sum(ops == ["Transpose"] for _, ops in kinds) == 1   # the image is read in place: one reorder, out
 
 
 def test_packed_weights_are_held_once():
     cm = snipjit.compile(conv_block("Relu"))
     weights = [v for v in cm.graph.constants if v.shape == (12, 5, 3, 3)]
     assert weights and all(not v.data.flags.writeable and not any(v.data.strides) for v in weights)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_a_ceil_mode_pool_larger_than_its_input_is_one_window_over_all_of_it(count_include_pad):
+    """EfficientNet's pooler as transformers exports it: AveragePool with a 2560x2560 kernel and stride,
+    ceil_mode=1, on a 7x7 map: one output, the mean of the whole map."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", [1, 6, 7, 7])
+    y = b.Conv(x, b.const(randn(20, 6, 1, 1)))
+    b.output(b.AveragePool(y, kernel_shape=[2560, 2560], strides=[2560, 2560], ceil_mode=1,
+                           count_include_pad=count_include_pad, pads=[0, 0, 0, 0]), "y")
+    graph = b.build()
+    xv = randn(1, 6, 7, 7)
+    cm = snipjit.compile(graph)
+    assert ("nhwc", ["AveragePool"]) in steps(cm)
+    want = np.einsum("oc,nchw->no", graph.constants[0].data[:, :, 0, 0], xv)[:, :, None, None] / 49
+    np.testing.assert_allclose(cm.run({"x": xv})[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1]),
+    dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 1]),
+    dict(kernel_shape=[3, 2], strides=[3, 1], dilations=[2, 1], pads=[2, 0, 0, 0]),
+    dict(kernel_shape=[1, 1]),
+])
+def test_conv_transpose_is_a_product_and_a_scatter(attrs):
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 7, 5, 6])
+    y = b.ConvTranspose(b.Relu(b.Conv(x, b.const(randn(9, 7, 1, 1, scale=0.4)))),
+                        b.const(randn(9, 11, *attrs["kernel_shape"], scale=0.3)), b.const(randn(11)), **attrs)
+    b.output(b.Relu(y), "y")
+    graph = b.build()
+    for n in (1, 2):
+        cm = check(graph, {"x": randn(n, 7, 5, 6)})
+    assert ("nhwc", ["ConvTranspose"]) in steps(cm)
