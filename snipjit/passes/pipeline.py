@@ -8,6 +8,7 @@ from ..ir.graph import Graph
 from .channels_last import channels_last
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .fuse_pad_into_conv import fuse_pad_into_conv
 from ..ops.infer_shapes import infer_shapes
 from .mark_skipped import mark_skipped_by_plugin
 from .postpone_broadcast import postpone_broadcast
@@ -36,6 +37,7 @@ def default_pipeline(options: dict) -> list[GraphPass]:
                    GraphPass("PostponeBroadcast", postpone_broadcast),
                    GraphPass("FoldConstants", fold_constants),   # again: what PostponeBroadcast moved
                    GraphPass("SplitRuntimeConstants", split_runtime_constants_pass)]
+    passes.append(GraphPass("FusePadIntoConv", fuse_pad_into_conv))
     if options.get("channels_last", True):
         passes.append(GraphPass("ChannelsLast", channels_last))
     if options.get("fuse", True):
