@@ -2,7 +2,8 @@
 same computation as a NumPy, numexpr or PyTorch expression, or a hand-written C kernel.
 
 Elementwise chains and reductions are built with onnx.helper from the ops an exporter emits; the
-BERT encoder is exported from PyTorch; the zoo models ship with the onnx package.
+BERT encoder and the transformers CNNs are exported from PyTorch; the zoo models ship with the onnx
+package (`bench.cnn_models` has the other convolutional networks).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench import handwritten, models
+from bench import cnn_models, handwritten, models
 from snipjit.benchmark import EngineUnavailable
 
 Arrays = list[np.ndarray]
@@ -38,7 +39,7 @@ class Workload:
     """
 
     name: str
-    group: str  # elementwise | reduction | bert | zoo
+    group: str  # elementwise | reduction | bert | zoo | cnn
     description: str
     model: Callable[[], Path]
     feeds: Callable[[np.random.Generator], dict[str, np.ndarray]]
@@ -205,6 +206,19 @@ def _bert(batch: int, sequence: int) -> Workload:
     )
 
 
+def _image_feeds(path_of: Callable[[], Path]) -> Callable[[np.random.Generator], dict[str, np.ndarray]]:
+    def feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        shapes = models.input_shapes(path_of())
+        return {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in shapes.items()}
+    return feeds
+
+
+def _transformers_cnn(name: str) -> Workload:
+    return Workload(f"cnn_{name}", "cnn", f"transformers {name} backbone, random weights, 1x3x224x224",
+                    lambda: cnn_models.transformers_cnn(name), _image_feeds(lambda: cnn_models.transformers_cnn(name)),
+                    requires=("torch", "transformers"))
+
+
 def _zoo(name: str) -> Workload:
     path = models.zoo_model(name)
 
@@ -266,6 +280,9 @@ WORKLOADS: dict[str, Workload] = {
         _bert(1, 128),
         _bert(8, 128),
         *(_zoo(name) for name in ("resnet50", "densenet121", "inception_v1", "squeezenet", "shufflenet")),
+        *(_transformers_cnn(name) for name in cnn_models.TRANSFORMERS_CNNS),
+        Workload("cnn_decoder", "cnn", "3 ConvTranspose k4 s2 stages with 3x3 Convs, 256x14x14 -> 2x112x112",
+                 cnn_models.decoder, _image_feeds(cnn_models.decoder)),
     ]
 }
 

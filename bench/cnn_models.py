@@ -1,0 +1,103 @@
+"""The convolutional networks of the suite beyond the onnx package's light zoo.
+
+Exported from Hugging Face `transformers` with random weights (PyTorch's classic exporter, batch 1,
+224×224): ResNet-50 (3×3/1×1 residual blocks), MobileNet-V2 (inverted residuals with depthwise
+convolutions, Relu6), EfficientNet-B0 (depthwise 3×3/5×5, squeeze-excitation, SiLU), RegNetY-400MF
+(grouped convolutions with squeeze-excitation) and ConvNeXt-T (7×7 depthwise blocks with a channels-last
+LayerNorm between permutes). Built here with onnx.helper: a decoder of ConvTranspose layers (the upsampling
+path of segmentation networks). Files are cached under bench/models/ like the other models.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from bench.models import cached
+
+IMAGE = (1, 3, 224, 224)
+
+
+def _transformers_model(name: str):
+    """A transformers vision backbone in eval mode with random weights (seed 0)."""
+    import torch
+    import transformers as tf
+    configs = {
+        "resnet50": lambda: tf.ResNetConfig(),        # the defaults are ResNet-50's
+        "mobilenet_v2": lambda: tf.MobileNetV2Config(),
+        "efficientnet_b0": lambda: tf.EfficientNetConfig(width_coefficient=1.0, depth_coefficient=1.0,
+                                                          hidden_dim=1280),   # (the defaults are B7's)
+        "regnet_y_400mf": lambda: tf.RegNetConfig(layer_type="y", hidden_sizes=[48, 104, 208, 440],
+                                                  depths=[1, 3, 6, 6], groups_width=8, embedding_size=32),
+        "convnext_tiny": lambda: tf.ConvNextConfig(),  # the defaults are ConvNeXt-T's
+    }
+    classes = {"resnet50": tf.ResNetModel, "mobilenet_v2": tf.MobileNetV2Model,
+               "efficientnet_b0": tf.EfficientNetModel, "regnet_y_400mf": tf.RegNetModel,
+               "convnext_tiny": tf.ConvNextModel}
+    torch.manual_seed(0)
+    backbone = classes[name](configs[name]()).eval()
+
+    class Features(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = backbone
+
+        def forward(self, pixel_values):
+            return self.backbone(pixel_values=pixel_values).pooler_output
+
+    return Features().eval()
+
+
+TRANSFORMERS_CNNS = ("resnet50", "mobilenet_v2", "efficientnet_b0", "regnet_y_400mf", "convnext_tiny")
+
+
+def export_transformers_cnn(name: str, path: Path) -> None:
+    import torch
+    model = _transformers_model(name)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", (DeprecationWarning, torch.jit.TracerWarning, UserWarning))
+        torch.onnx.export(model, (torch.randn(*IMAGE),), str(path), input_names=["pixel_values"],
+                          output_names=["features"], opset_version=17, dynamo=False)
+
+
+def transformers_cnn(name: str) -> Path:
+    if name not in TRANSFORMERS_CNNS:
+        raise ValueError(f"unknown network {name!r}; choose from {', '.join(TRANSFORMERS_CNNS)}")
+    return cached(f"hf_{name}", lambda path: export_transformers_cnn(name, path))
+
+
+def _decoder() -> onnx.ModelProto:
+    """Three ConvTranspose upsampling stages (k4 s2 p1, 256 -> 128 -> 64 -> 32 channels, 14×14 -> 112×112),
+    each followed by a 3×3 Conv and Relu, then a 1×1 Conv to 2 classes."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+
+    def weight(name: str, *shape: int) -> str:
+        fan_in = int(np.prod(shape[1:]))
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name))
+        return name
+
+    x, channels = "x", 256
+    for stage, out in enumerate((128, 64, 32)):
+        up, conv = f"up{stage}", f"conv{stage}"
+        nodes.append(helper.make_node("ConvTranspose", [x, weight(f"{up}_w", channels, out, 4, 4),
+                                                        weight(f"{up}_b", out)], [up],
+                                      kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [up], [up + "_r"]))
+        nodes.append(helper.make_node("Conv", [up + "_r", weight(f"{conv}_w", out, out, 3, 3), weight(f"{conv}_b", out)],
+                                      [conv], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [conv], [conv + "_r"]))
+        x, channels = conv + "_r", out
+    nodes.append(helper.make_node("Conv", [x, weight("head_w", 2, channels, 1, 1)], ["y"], kernel_shape=[1, 1]))
+    graph = helper.make_graph(nodes, "decoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 14, 14])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 112, 112])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model
+
+
+def decoder() -> Path:
+    return cached("convtranspose_decoder", lambda path: onnx.save(_decoder(), path))
