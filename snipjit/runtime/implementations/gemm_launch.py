@@ -110,24 +110,26 @@ def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     return compile_kernel(gemm_module(kernel.shape), kernel.shape.name)
 
 
-NARROW_BLOCK_SPEED = 0.97   # the narrow block's speed relative to the wide one's, both without padding
+# each register block's speed relative to the wide one's, all without padding (measured: the narrow
+# 0.97; the one-vector block, 1x1 convolutions of 16 output channels on AVX-512, ~0.9)
+BLOCK_SPEEDS = (1.0, 0.97, 0.9)
 
 
 def choose_kernel(n: int, k: int) -> GemmKernel:
-    """The microkernel for a product `n` columns wide over `k` (at the current ISA level): the wide
-    block unless the narrow one's smaller padding of N wins more than it loses."""
+    """The microkernel for a product `n` columns wide over `k` (at the current ISA level): of the level's
+    register blocks (wide, narrow, one vector), the one whose useful share of computed columns, times
+    its speed, is highest (the widest on ties)."""
     from ...targets.llvm import jit
     from ...targets.llvm.gemm import register_blocks
     level = jit.host().level
-    wide, narrow = register_blocks(level.vector_registers)
 
     def useful(vectors: int) -> float:   # the share of computed columns that are part of N
         nr = vectors * level.f32_lanes
         return n / (-(-n // nr) * nr)
 
-    if useful(narrow[1]) * NARROW_BLOCK_SPEED > useful(wide[1]):
-        return kernel_for(*narrow)
-    return kernel_for(*wide)
+    blocks = register_blocks(level.vector_registers)
+    best = max(range(len(blocks)), key=lambda i: (useful(blocks[i][1]) * BLOCK_SPEEDS[i], -i))
+    return kernel_for(*blocks[best])
 
 
 @dataclass(frozen=True)

@@ -75,16 +75,18 @@ class MicroKernel:
         return f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
 
 
-def register_blocks(registers: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(wide, narrow) register blocks (rows, vectors, unroll) for a register file. Each keeps rows ×
+def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
+    """(wide, narrow, thin) register blocks (rows, vectors, unroll) for a register file. Each keeps rows ×
     vectors accumulators plus a register per vector of B and one for the broadcast of A. `wide` loads
-    the fewest bytes per FMA; `narrow`, two vectors wide, pads a narrow N less. Measured (one thread,
+    the fewest bytes per FMA; `narrow`, two vectors wide, pads a narrow N less; `thin`, one vector, is
+    for N of a vector or less (1×1 convolutions to 16 channels: 1.8× the narrow block's speed on
+    AVX-512; 8×1 unrolled spills on both register files, and LLVM unrolls it twice itself). Measured (one thread,
     the products of the benchmark `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA peak and 7×2
     nearly as much; 12×2, 8×3 and 8×2 unrolled spill (LLVM hoists the broadcasts of A, and runs out of
     general registers for the rows of A; 7×2 unrolled by hand spills a register on some CPUs); on 16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills). LLVM unrolls an un-unrolled loop twice."""
     if registers >= 32:
-        return (6, 4, 4), (7, 2, 1)
-    return (4, 3, 4), (6, 2, 4)
+        return (6, 4, 4), (7, 2, 1), (8, 1, 1)
+    return (4, 3, 4), (6, 2, 4), (8, 1, 1)
 
 
 class _Builder:
@@ -215,16 +217,37 @@ class _Panel:
     full: ir.Value         # the panel lies inside N (no masks needed)
 
 
-def _conv_taps(g: _Builder, p: _Panel, rows: list, acc: list) -> list:
+def _output_pixels(g: _Builder, rows: list, consecutive: bool) -> list:
+    """(image, output row, output column) of each row of A. Consecutive rows (whole blocks) divide
+    once and step along the columns, wrapping into the next row and image (divisions cost more than
+    a short K loop's FMAs)."""
+    b, d = g.b, g.d
+
+    def divided(r):
+        rest = b.sdiv(r, d["OW"])
+        return b.sdiv(rest, d["OH"]), b.srem(rest, d["OH"]), b.srem(r, d["OW"])
+
+    if not consecutive:
+        return [divided(r) for r in rows]
+    pixels = [divided(rows[0])]
+    for _ in rows[1:]:
+        image, y, x = pixels[-1]
+        x = b.add(x, _c(1))
+        next_row = b.icmp_signed("==", x, d["OW"])
+        x, y = b.select(next_row, _c(0), x), b.add(y, b.zext(next_row, I64))
+        next_image = b.icmp_signed("==", y, d["OH"])
+        y, image = b.select(next_image, _c(0), y), b.add(image, b.zext(next_image, I64))
+        pixels.append((image, y, x))
+    return pixels
+
+
+def _conv_taps(g: _Builder, p: _Panel, rows: list, acc: list, consecutive: bool) -> list:
     """Accumulate the taps of the K block for output pixels `rows`: per tap, the K loop over `cg`
     channels of each row's input pixel under the tap (the zero row in the padding)."""
     b, d, unroll = g.b, g.d, g.shape.unroll
-    pixels = []   # per row: (the image's offset, top input row, left input column) of its window
-    for r in rows:
-        column, rest = b.srem(r, d["OW"]), b.sdiv(r, d["OW"])
-        pixels.append((b.mul(b.sdiv(rest, d["OH"]), d["image_stride"]),
-                       b.sub(b.mul(b.srem(rest, d["OH"]), d["stride_h"]), d["pad_t"]),
-                       b.sub(b.mul(column, d["stride_w"]), d["pad_l"])))
+    pixels = [(b.mul(image, d["image_stride"]), b.sub(b.mul(y, d["stride_h"]), d["pad_t"]),
+               b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))   # (image offset, window's top row, left column)
+              for image, y, x in _output_pixels(g, rows, consecutive)]
     taps = CountedLoop(b, "tap", b.sdiv(p.k0, d["cg"]), b.sdiv(p.k1, d["cg"]), 1)
     carried = [[taps.phi(g.vec, value) for value in row] for row in acc]
     taps.enter()
@@ -256,9 +279,10 @@ def _clamp(g: _Builder, acc: list) -> list:
     return clamped
 
 
-def _row_block(g: _Builder, p: _Panel, rows: list) -> None:
+def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) -> None:
     """Accumulate the rows `rows` (row indices, mr or fewer) of the panel over the K block and store them.
-    Whole blocks give rows r0 + j, so the addresses of A's rows are one pointer plus multiples of lda."""
+    Whole blocks give rows r0 + j (`consecutive`), so the addresses of A's rows are one pointer plus
+    multiples of lda."""
     b, d, shape = g.b, g.d, g.shape
     mr, vectors, lanes = len(rows), shape.vectors, shape.lanes
     c_rows = [g.at(p.c_base, b.mul(r, d["ldc"])) for r in rows]
@@ -270,7 +294,7 @@ def _row_block(g: _Builder, p: _Panel, rows: list) -> None:
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
     acc = [start[j * vectors:(j + 1) * vectors] for j in range(mr)]
     if shape.conv:
-        acc = _conv_taps(g, p, rows, acc)
+        acc = _conv_taps(g, p, rows, acc, consecutive)
     else:
         a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
         acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
@@ -335,7 +359,7 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     panel_state = _Panel(k0, k1, a_base, b_base, ldb, c_base, initial, masks, full)
     rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
     rows.enter()
-    _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)])
+    _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)], consecutive=True)
     rows.leave()
     last_row = b.sub(d["M"], _c(1))
 

@@ -102,3 +102,12 @@ def test_matmul_with_fused_bias_activation_and_residual(level):
     got = snipjit.compile(g.build()).run({"x": x, "r": residual})[0]
     expected = np.maximum(x.astype(np.float64) @ w + bias, 0) + residual
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
+
+
+def test_the_register_block_follows_the_width_of_n(level):
+    lanes = level.f32_lanes
+    assert gemm.choose_kernel(lanes, 64).shape.vectors == 1           # one vector: the thin block
+    assert gemm.choose_kernel(lanes // 2, 64).shape.vectors == 1
+    assert gemm.choose_kernel(2 * lanes, 64).shape.vectors == 2       # two: the narrow block pads nothing
+    wide = gemm.choose_kernel(12 * lanes, 64).shape.vectors
+    assert wide > 2 and 12 % wide == 0

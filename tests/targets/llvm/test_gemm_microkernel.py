@@ -32,10 +32,10 @@ def hot_loop(asm: str) -> list[str]:
 
 
 @pytest.mark.parametrize("cpu, level", CPUS)
-@pytest.mark.parametrize("block", ["wide", "narrow"])
+@pytest.mark.parametrize("block", ["wide", "narrow", "thin"])
 @pytest.mark.parametrize("kind", ["gemm", "conv"])
 def test_the_hot_k_loop_has_no_masks_and_no_spills(cpu, level, block, kind):
-    mr, vectors, unroll = register_blocks(level.vector_registers)[block == "narrow"]
+    mr, vectors, unroll = register_blocks(level.vector_registers)[["wide", "narrow", "thin"].index(block)]
     shape = MicroKernel(mr, vectors, level.f32_lanes, unroll, conv=kind == "conv")
     loop = hot_loop(jit.assembly_for(gemm_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
