@@ -6,7 +6,8 @@ the elementwise ops between convolutions broadcast per-channel operands along th
 here has the attributes and meaning of its ONNX namesake, with the input and output transposed from
 NCHW to NHWC (the weights and bias of Conv and ConvTranspose keep their ONNX layout): its shape inference and reference
 kernel are the ONNX op's, wrapped in the two transposes. Conv's `input_layout = "NCHW"` reads an NCHW
-input (a network's image) and still gives an NHWC output.
+input (a network's image) and still gives an NHWC output; its `activation` (see `ACTIVATIONS`) is
+applied to the output, so the kernel can compute it before the store.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from ..ir.graph import TensorType
 from .nn import conv as _registers_the_onnx_ops_wrapped_here  # noqa: F401
+from .common import evaluate
 from .registry import OpContext, get_op, register
 
 DOMAIN = "snipjit.nhwc"
@@ -28,6 +30,13 @@ def _permuted(t: TensorType | None, perm: tuple[int, ...]) -> TensorType | None:
     return TensorType(t.dtype, tuple(t.shape[p] for p in perm))
 
 
+# Conv's `activation`: a math-library function applied to its output, the ONNX ops it stands for
+ACTIVATIONS = {
+    "silu": lambda y: evaluate("Mul", [y, evaluate("Sigmoid", [y])[0]])[0],
+    "hard_swish": lambda y: evaluate("HardSwish", [y])[0],
+}
+
+
 def _reads_nchw(ctx: OpContext) -> bool:
     layout = ctx.attrs.get("input_layout", "NHWC")
     if layout not in ("NHWC", "NCHW"):
@@ -40,7 +49,9 @@ def _nchw_context(ctx: OpContext) -> OpContext:
     x = ctx.in_types[0] if ctx.in_types else None
     if x is not None and x.shape is not None and len(x.shape) != 4:
         raise ctx.fail(f"channels-last input must have rank 4 [N, H, W, C], got {list(x.shape)}")
-    attrs = {k: v for k, v in ctx.attrs.items() if k != "input_layout"}
+    if ctx.attrs.get("activation", "") not in ("", *ACTIVATIONS):
+        raise ctx.fail(f"activation must be one of {sorted(ACTIVATIONS)} or empty, got {ctx.attrs['activation']!r}")
+    attrs = {k: v for k, v in ctx.attrs.items() if k not in ("input_layout", "activation")}
     x = x if _reads_nchw(ctx) else _permuted(x, TO_NCHW)
     return OpContext(ctx.node, attrs, [x, *ctx.in_types[1:]], ctx.in_values,
                      [_permuted(t, TO_NCHW) for t in ctx.out_types])
@@ -54,10 +65,13 @@ def _register(name: str) -> None:
 
     def reference(ctx: OpContext, x, *rest):
         (y, *_) = onnx_op.run(_nchw_context(ctx), [x if _reads_nchw(ctx) else np.transpose(x, TO_NCHW), *rest])
+        activation = ctx.attrs.get("activation", "")
+        if activation:
+            y = ACTIVATIONS[activation](y)
         return np.ascontiguousarray(np.transpose(y, TO_NHWC))
 
     reference.__doc__ = f"ONNX {name} on an NHWC input, giving an NHWC output."
-    attrs = {**onnx_op.attrs, "input_layout": "NHWC"} if name == "Conv" else onnx_op.attrs
+    attrs = {**onnx_op.attrs, "input_layout": "NHWC", "activation": ""} if name == "Conv" else onnx_op.attrs
     register(name, onnx_op.category, infer=infer, attrs=attrs, inputs=onnx_op.inputs, outputs=1,
              domain=DOMAIN)(reference)
 

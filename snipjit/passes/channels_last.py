@@ -90,6 +90,7 @@ class _ChannelsLast:
                 self.nodes.append(node)
         self.graph.outputs = [self._nchw(self.alias.get(id(v), v)) for v in self.graph.outputs]
         self.graph.nodes = self.nodes
+        self._fuse_activations()
         self.summary.cancelled += len(self.deferred)
         self.graph.meta[META] = self.summary
         return self.graph
@@ -164,6 +165,34 @@ class _ChannelsLast:
         else:
             return False
         return True
+
+    def _fuse_activations(self) -> None:
+        """A SiLU (Mul(t, Sigmoid(t))) or HardSwish reading a channels-last Conv's output alone becomes
+        the Conv's `activation`, computed before the store."""
+        uses = self.graph.consumers()
+        fused: set[int] = set()
+        for conv in [n for n in self.graph.nodes if n.domain == DOMAIN and n.op == "Conv"]:
+            out = conv.outputs[0]
+            readers = [n for n, _ in uses.get(out, [])]
+            if conv.attrs.get("activation") or out in self.outputs:
+                continue
+            if len(readers) == 1 and readers[0].op == "HardSwish" and not readers[0].domain:
+                activation, taken = "hard_swish", readers
+            elif len(readers) == 2 and {n.op for n in readers} == {"Sigmoid", "Mul"} and not any(n.domain for n in readers):
+                sigmoid, mul = sorted(readers, key=lambda n: n.op != "Sigmoid")
+                gate = sigmoid.outputs[0]
+                if set(mul.inputs) != {out, gate} or [n for n, _ in uses.get(gate, [])] != [mul]:
+                    continue
+                activation, taken = "silu", [sigmoid, mul]
+            else:
+                continue
+            result = taken[-1].outputs[0]
+            conv.attrs = {**conv.attrs, "activation": activation}
+            conv.outputs = [result]
+            result.producer = conv
+            fused.update(map(id, taken))
+            self.summary.converted[activation] = self.summary.converted.get(activation, 0) + 1
+        self.graph.nodes = [n for n in self.graph.nodes if id(n) not in fused]
 
     def _emit(self, op: str, inputs: list[Value], shape: tuple, attrs: dict | None = None, name: str = "t") -> Value:
         out = Value(self.fresh(f"{name}_nhwc"), TensorType(f32, shape))

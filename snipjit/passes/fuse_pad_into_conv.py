@@ -7,7 +7,8 @@ the convolution kernels would read only to multiply zeros. A Conv pads with zero
     Conv(Pad(x, pads, 0), w)  ==  Conv(x, w) {pads = conv pads + the Pad's spatial pads}
 
 when the Pad is in constant mode with value 0, pads nothing but spatial dims, pads no negative amount
-(a crop) and every reader of its output is such a Conv with explicit padding (auto_pad NOTSET). The Pad
+(a crop) and every reader of its output is such a Conv with explicit padding or none (auto_pad NOTSET
+or VALID; not SAME_*, whose padding depends on the padded size). The Pad
 then has no readers and goes. Run after constant folding, which turns computed pads into constants.
 """
 from __future__ import annotations
@@ -51,7 +52,7 @@ def spatial_pads(pad: Node) -> list[int] | None:
 def _takes_padding(conv: Node, pad_out: Value, spatial: int) -> bool:
     own = conv.attrs.get("pads")
     return (not conv.domain and conv.op == "Conv" and conv.inputs[0] is pad_out
-            and conv.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "")
+            and conv.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "", "VALID")
             and pad_out not in conv.inputs[1:] and (own is None or len(own) == 2 * spatial))
 
 
@@ -68,8 +69,9 @@ def fuse_pad_into_conv(graph: Graph, options: dict | None = None) -> Graph:
         if not all(_takes_padding(conv, out, spatial) for conv in readers):
             continue
         for conv in readers:
-            own = conv.attrs.get("pads") or [0] * (2 * spatial)
-            conv.attrs = {**conv.attrs, "pads": [int(a) + b for a, b in zip(own, widths)]}
+            valid = conv.attrs.get("auto_pad") == "VALID"   # (no padding of its own)
+            own = [0] * (2 * spatial) if valid or not conv.attrs.get("pads") else conv.attrs["pads"]
+            conv.attrs = {**conv.attrs, "auto_pad": "NOTSET", "pads": [int(a) + b for a, b in zip(own, widths)]}
             conv.inputs = [pad.inputs[0], *conv.inputs[1:]]
     graph.remove_dead_nodes()
     return graph

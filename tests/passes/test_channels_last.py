@@ -209,3 +209,23 @@ def test_an_image_of_few_channels_is_read_in_place_by_its_conv():
     layouts = [n.attrs.get("input_layout") for n in after.nodes if n.op == "Conv"]
     assert layouts == ["NCHW", None, None]   # 3 channels: in place; 5 channels, or groups: reordered first
     assert transposes(ops) == 2 + 3
+
+
+def test_silu_and_hard_swish_join_the_conv_that_feeds_them_alone():
+    text = """graph(x: f32[1,8,5,5]) -> [y: f32[1,8,5,5], z: f32[1,8,5,5], v: f32[1,8,5,5]] {
+      const w1: f32[8,8,3,3] = <elided>
+      const w2: f32[8,8,1,1] = <elided>
+      const w3: f32[8,1,3,3] = <elided>
+      [c: f32[1,8,5,5]] = Conv(x, w1) {pads = [1, 1, 1, 1]}
+      [s: f32[1,8,5,5]] = Sigmoid(c)
+      [y: f32[1,8,5,5]] = Mul(s, c)
+      [d: f32[1,8,5,5]] = Conv(y, w2)
+      [z: f32[1,8,5,5]] = HardSwish(d)
+      [e: f32[1,8,5,5]] = Conv(z, w3) {pads = [1, 1, 1, 1], group = 8}
+      [t: f32[1,8,5,5]] = Sigmoid(e)
+      [v: f32[1,8,5,5]] = Mul(e, t)
+    }"""
+    after, ops = rewritten(text)
+    convs = [n for n in after.nodes if n.op == "Conv"]
+    assert [n.attrs.get("activation", "") for n in convs] == ["silu", "hard_swish", "silu"]
+    assert "Sigmoid" not in ops and "HardSwish" not in ops

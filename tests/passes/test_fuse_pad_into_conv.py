@@ -41,6 +41,13 @@ def test_spatial_zero_padding_joins_the_conv_padding():
     assert after.nodes[0].inputs[0].name == "x"
 
 
+def test_a_valid_conv_takes_the_padding_as_its_own():
+    text = graph("[0, 0, 0, 0, 0, 0, 1, 1]").replace("{pads = [1, 0, 0, 1]}", '{auto_pad = "VALID"}')
+    after = rewritten(text.replace("f32[1,4,9,9]", "f32[1,4,6,6]").replace("f32[1,3,10,10]", "f32[1,3,8,8]"))
+    assert [n.op for n in after.nodes] == ["Conv"]
+    assert after.nodes[0].attrs["pads"] == [0, 0, 1, 1] and after.nodes[0].attrs["auto_pad"] == "NOTSET"
+
+
 @pytest.mark.parametrize("text", [
     graph("[0, 0, 1, 2, 0, 0, 2, 1]", value="1.0"),                        # not zeros
     graph("[0, 0, 1, 2, 0, 0, 2, 1]", mode="reflect"),                    # not constant

@@ -113,6 +113,7 @@ class ConvKernel(WindowKernel):
         group = self.attrs["group"]
         self.out_channels = w.shape[0]
         self.planar = self.attrs["input_layout"] == "NCHW"   # (a network's image, read in place)
+        self.activation = self.attrs["activation"]            # (before any absorbed epilogue)
         self.depthwise = w.shape[1] == 1 and group == w.shape[0] and group > 1 and not self.planar
         self.packed = window_launch.pack_depthwise(w) if self.depthwise else conv_launch.pack_conv(w, group)
         self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
@@ -130,7 +131,8 @@ class ConvKernel(WindowKernel):
         other = [v for i, v in enumerate(node.inputs) if i != data_index and v is not None]
         if node.domain or any(not v.is_constant for v in other):
             return False
-        if node.op == "Add" and self.clamp is None and not self.epilogue and self._per_channel(other[0].data):
+        if (node.op == "Add" and self.clamp is None and not self.epilogue and not self.activation
+                and self._per_channel(other[0].data)):
             add = other[0].data.reshape(-1).astype(np.float32)
             self.added = add if self.added is None else self.added + add
             return True
@@ -159,8 +161,10 @@ class ConvKernel(WindowKernel):
         geometry, bias = self.geometry(x), self._total_bias()
         if self.depthwise:
             window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)
-            return window_launch.prepare_depthwise(x, self.packed, bias, self.clamp, y, window, repeats)
-        return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats, self.planar)
+            return window_launch.prepare_depthwise(x, self.packed, bias, self.clamp, y, window, repeats,
+                                                   self.activation)
+        return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats, self.planar,
+                                        self.activation)
 
     def reference_epilogue(self, y):
         if self.added is not None:

@@ -72,15 +72,16 @@ def _clamp_array(clamp: tuple[float, float] | None) -> np.ndarray | None:
 
 def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: ConvGeometry,
                  bias: np.ndarray | None = None, clamp: tuple[float, float] | None = None,
-                 repeats: bool = False, planar: bool = False) -> GemmLaunch | None:
-    """The launch computing out = conv(x) (+ bias, clamped) with x [images, H, W, C] (`planar`:
+                 repeats: bool = False, planar: bool = False, activation: str = "") -> GemmLaunch | None:
+    """The launch computing out = conv(x) (+ bias, then `activation`, a math-library function, then
+    clamped) with x [images, H, W, C] (`planar`:
     [images, C, H, W]) and out [images, OH, OW, O] channels-last; None when the JIT is not available or
     there is nothing to multiply (an empty output or no input channels). Shapes that do not fit the
     weights and the geometry raise ValueError."""
     if not available():
         return None
     images, h, w, c = (x.shape[0], *x.shape[2:], x.shape[1]) if planar else x.shape
-    kernel, groups, cg = packed.kernel.for_convolution(planar), packed.groups, packed.cg
+    kernel, groups, cg = packed.kernel.for_convolution(planar, activation), packed.groups, packed.cg
     oh, ow = geometry.output_size(h, w)
     expected = (images, oh, ow, groups * packed.n)
     if c != groups * cg or tuple(out.shape) != expected:

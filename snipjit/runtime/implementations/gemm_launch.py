@@ -69,12 +69,14 @@ class GemmKernel:
         kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
         return k if k <= kc else kc
 
-    def for_convolution(self, planar: bool = False) -> "GemmKernel":
+    def for_convolution(self, planar: bool = False, activation: str = "") -> "GemmKernel":
         """The kernel of the same register block reading A through a convolution's window (of an NCHW
-        image when `planar`, else NHWC). A planar image is a network's input (3 or 4 channels): the
-        channel loop per tap is that short, so it is not unrolled."""
+        image when `planar`, else NHWC), applying `activation` (a math-library function) before the
+        store. A planar image is a network's input (3 or 4 channels): the channel loop per tap is that
+        short, so it is not unrolled."""
         unroll = 1 if planar else self.shape.unroll
-        return replace(self, shape=replace(self.shape, conv=True, planar=planar, unroll=unroll))
+        shape = replace(self.shape, conv=True, planar=planar, unroll=unroll, activation=activation)
+        return replace(self, shape=shape)
 
 
 @functools.cache

@@ -54,14 +54,15 @@ class CompiledWindow:
     features: str
 
 
-def kernel_for(combine: str) -> CompiledWindow:
-    """The window kernel combining taps with `combine` at the current ISA level."""
+def kernel_for(combine: str, activation: str = "") -> CompiledWindow:
+    """The window kernel combining taps with `combine` (and for `madd`, applying `activation`) at the
+    current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
     pixels, vectors = window_blocks(level.vector_registers)
-    return CompiledWindow(WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add),
-                          host.cpu, host.features)
+    shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation)
+    return CompiledWindow(shape, host.cpu, host.features)
 
 
 @functools.cache
@@ -146,7 +147,7 @@ def _check_nhwc(name: str, a: np.ndarray) -> None:
 
 def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
             bias: np.ndarray | None, clamp: tuple[float, float] | None, include_pad: bool,
-            repeats: bool) -> WindowLaunch | None:
+            repeats: bool, activation: str = "") -> WindowLaunch | None:
     _check_nhwc("x", x)
     _check_nhwc("out", out)
     window.check()
@@ -159,7 +160,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
                          f"{[n, oh, ow, c]}")
     if not available():
         return None
-    kernel = kernel_for(combine)
+    kernel = kernel_for(combine, activation)
     lanes, vectors = kernel.shape.lanes, kernel.shape.vectors
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
@@ -197,8 +198,9 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
 
 def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray | None,
                       clamp: tuple[float, float] | None, out: np.ndarray, window: Window,
-                      repeats: bool = False) -> WindowLaunch | None:
-    """out = clamp(depthwise_conv(x, packed) + bias) in NHWC; None when the native JIT is unavailable."""
+                      repeats: bool = False, activation: str = "") -> WindowLaunch | None:
+    """out = clamp(activation(depthwise_conv(x, packed) + bias)) in NHWC (`activation`: a math-library
+    function, or none); None when the native JIT is unavailable."""
     if not isinstance(packed, PackedDepthwise):
         raise ValueError("prepare_depthwise takes weights packed by pack_depthwise")
     if packed.kernel != tuple(window.kernel):
@@ -212,7 +214,7 @@ def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray |
         raise ValueError(f"bias has {np.size(bias)} values for {packed.channels} channels")
     if clamp is not None and len(clamp) != 2:
         raise ValueError(f"clamp must be (lo, hi), got {clamp!r}")
-    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats)
+    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation)
 
 
 def prepare_pool(kind: str, x: np.ndarray, out: np.ndarray, window: Window, count_include_pad: bool = False,

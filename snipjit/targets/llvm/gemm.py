@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
 
 F32 = ir.FloatType()
@@ -64,6 +65,7 @@ class MicroKernel:
     fused: bool = True   # FMA instructions (else a multiply and an add)
     conv: bool = False   # A is an image read through a convolution's window (below)
     planar: bool = False  # ... an NCHW image: its channels are planes (else contiguous: NHWC)
+    activation: str = ""  # a convolution's activation before the store: a math-library function
 
     @property
     def nr(self) -> int:
@@ -72,7 +74,8 @@ class MicroKernel:
     @property
     def name(self) -> str:
         kind = ("planar_conv" if self.planar else "conv") if self.conv else "gemm"
-        return f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
+        return (f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
+                f"{'_' + self.activation if self.activation else ''}")
 
 
 def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
@@ -300,25 +303,40 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
         acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
         if shape.unroll > 1:
             acc, _ = _k_loop(g, "ktail", k, p.k1, 1, acc, a_rows, p.b_base, p.ldb)
-    def store(masked: bool, clamped: bool):
+
+    def store(masked: bool, final: bool = False):
         def emit():
-            values = _clamp(g, acc) if clamped else acc
+            values = acc
+            if final and shape.activation:
+                values = [[_activation(g, value) for value in row] for row in values]
+            if final:   # (a clamp applies to final values; earlier K blocks store partial sums)
+                clamps = b.icmp_unsigned("!=", g.pointer("clamp"), g.null)
+                return g.branches(clamps, write(masked, values, clamped=True), write(masked, values))
+            return write(masked, values)()
+        return emit
+
+    def write(masked: bool, values: list, clamped: bool = False):
+        def emit():   # (the clamp's bounds are loaded here, in the branch where its pointer is not null)
+            nonlocal values
+            if clamped:
+                values = _clamp(g, values)
             for j in range(mr):
                 for v in range(vectors):
                     g.store(values[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
             return []
         return emit
 
-    def store_clamped_if_final(masked: bool):   # (earlier K blocks store partial sums)
-        def emit():
-            clamps = b.and_(b.icmp_unsigned("!=", g.pointer("clamp"), g.null), b.icmp_signed(">=", p.k1, d["K"]))
-            return g.branches(clamps, store(masked, True), store(masked, False))
-        return emit
-
     if shape.conv:
-        g.branches(p.full, store_clamped_if_final(False), store_clamped_if_final(True))
+        final = b.icmp_signed(">=", p.k1, d["K"])
+        g.branches(p.full, lambda: g.branches(final, store(False, True), store(False)),
+                   lambda: g.branches(final, store(True, True), store(True)))
     else:   # (the clamp's code after the K loop costs the 6x2 block on AVX2 a spilled loop bound)
-        g.branches(p.full, store(False, False), store(True, False))
+        g.branches(p.full, store(False), store(True))
+
+
+def _activation(g: _Builder, value):
+    """The kernel's activation (a function of the math library) of one accumulator vector."""
+    return vmath.emit(g.b, g.shape.activation, value, fused_multiply_add=g.shape.fused)
 
 
 def gemm_module(shape: MicroKernel) -> ir.Module:

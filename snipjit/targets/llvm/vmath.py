@@ -111,15 +111,17 @@ class LLVMVectorBuilder(VectorBuilder):
 
 
 def emit(builder: ir.IRBuilder, name: str, *operands: ir.Value, isa_level: IsaLevel | None = None,
-         **params) -> ir.Value:
+         fused_multiply_add: bool | None = None, **params) -> ir.Value:
     """Emit math function ``name`` on ``<N x float>`` operands for ``isa_level`` (default: the level
-    code is compiled for, ``current()``); KeyError names the known ops."""
+    code is compiled for, ``current()``), or for a level with or without FMA (`fused_multiply_add`,
+    all the functions ask of a level); KeyError names the known ops."""
     op = lookup(name)
     if len(operands) != op.arity:
         raise TypeError(f"{name} takes {op.arity} operand(s), got {len(operands)}")
     for value in operands:
         if not (isinstance(value.type, ir.VectorType) and value.type.element == F32):
             raise TypeError(f"{name}: operands must be <N x float>, got {value.type}")
-    level = isa_level or current().level
-    vb = LLVMVectorBuilder(builder, operands[0].type.count, level.fused_multiply_add)
+    if fused_multiply_add is None:
+        fused_multiply_add = (isa_level or current().level).fused_multiply_add
+    vb = LLVMVectorBuilder(builder, operands[0].type.count, fused_multiply_add)
     return op(*(Vec(vb, v, "f32") for v in operands), **params).value

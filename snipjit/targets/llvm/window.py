@@ -2,7 +2,8 @@
 average pooling, global pooling — the same loops, told apart by how a tap combines into an accumulator.
 
 - `madd`: acc += w[kh, kw, c] · x (depthwise convolution; FMA where the ISA level has one), starting at
-  the bias, clamped to [lo, hi] before the store (Relu, Relu6, Clip);
+  the bias, then the `activation` (SiLU, HardSwish: a math-library function) and a clamp to [lo, hi]
+  before the store (Relu, Relu6, Clip);
 - `max`: acc = max(acc, x), starting at -inf; padding is never read, so it counts as -inf;
 - `mean`: acc += x, scaled by 1 / (taps): every tap of the window with `include_pad`, else the taps
   inside the input.
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
 
 F32 = ir.FloatType()
@@ -53,6 +55,7 @@ class WindowKernel:
     vectors: int    # channel vectors of the widest register block
     lanes: int      # f32 lanes per vector (the ISA level's width)
     fused: bool = True   # FMA instructions (else a multiply and an add)
+    activation: str = ""   # madd: a math-library function applied before the clamp
 
     def __post_init__(self):
         if self.combine not in COMBINES:
@@ -61,7 +64,7 @@ class WindowKernel:
     @property
     def name(self) -> str:
         return (f"snipjit_window_{self.combine}_{self.pixels}x{self.vectors}x{self.lanes}"
-                f"{'' if self.fused else '_mul_add'}")
+                f"{'' if self.fused else '_mul_add'}{'_' + self.activation if self.activation else ''}")
 
 
 def window_blocks(registers: int) -> tuple[int, int]:
@@ -211,6 +214,8 @@ def _finish(g: _Builder, acc: list, scale) -> list:
         lo, hi = (g.splat(b.load(b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
         out = []
         for a in acc:   # ordered compares: NaN passes through, as NumPy's clip lets it
+            if g.shape.activation:
+                a = vmath.emit(b, g.shape.activation, a, fused_multiply_add=g.shape.fused)
             a = b.select(b.fcmp_ordered("<", a, lo), lo, a)
             out.append(b.select(b.fcmp_ordered(">", a, hi), hi, a))
         return out

@@ -8,8 +8,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from snipjit.ops.common import evaluate
 from snipjit.runtime.implementations import conv_launch, gemm_launch
 from snipjit.targets.llvm import jit
+from snipjit.targets.llvm.gemm import DIMS
 
 pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
+
+
+ACTIVATIONS = {"": lambda y: y, "silu": lambda y: y / (1 + np.exp(-y)),
+               "hard_swish": lambda y: y * np.clip(y / 6 + 0.5, 0, 1)}
 
 
 def reference(x_nhwc, w, bias, geometry: conv_launch.ConvGeometry, group: int) -> np.ndarray:
@@ -22,19 +27,22 @@ def reference(x_nhwc, w, bias, geometry: conv_launch.ConvGeometry, group: int) -
 
 
 def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-          bias=False, clamp=None, planar=False):
+          bias=False, clamp=None, planar=False, activation="", taps_per_k_block=None):
     x = rng.standard_normal((images, h, w, c), dtype=np.float32)
     weights = rng.standard_normal((o, c // group, *kernel), dtype=np.float32)
     b = rng.standard_normal(o, dtype=np.float32) if bias else None
     geometry = conv_launch.ConvGeometry(kernel, strides, pads, dilations)
-    want = reference(x, weights, b, geometry, group)
+    want = ACTIVATIONS[activation](reference(x, weights, b, geometry, group))
     if clamp is not None:
         want = np.clip(want, *clamp)
     packed = conv_launch.pack_conv(weights, group)
     assert packed.kernel.shape.conv and packed.kernel.shape.lanes == jit.host().level.f32_lanes
     out = np.full(want.shape, np.nan, np.float32)
     image = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if planar else x
-    conv_launch.prepare_conv(image, packed, out, geometry, b, clamp, planar=planar).run()
+    launch = conv_launch.prepare_conv(image, packed, out, geometry, b, clamp, planar=planar, activation=activation)
+    if taps_per_k_block:
+        launch.dims[DIMS.index("kc")] = taps_per_k_block * (c // group)
+    launch.run()
     depth = c // group * kernel[0] * kernel[1]
     np.testing.assert_allclose(out, want, rtol=0, atol=2e-5 * depth ** 0.5 * max(1.0, np.abs(want).max()))
 
@@ -72,6 +80,13 @@ def test_random_geometries(level, images, c, h, w, o, k, s, pad, group, seed):
 ])
 def test_an_nchw_input_is_read_in_place(level, case):
     check(np.random.default_rng(7), planar=True, **case)
+
+
+@pytest.mark.parametrize("activation", ["silu", "hard_swish"])
+def test_an_activation_before_the_store(level, activation):
+    check(np.random.default_rng(3), 2, 20, 6, 7, 37, (3, 3), pads=(1, 1, 1, 1), bias=True, activation=activation)
+    check(np.random.default_rng(4), 1, 64, 9, 9, 70, (3, 3), pads=(1, 1, 1, 1), activation=activation,
+          clamp=(-0.2, 3.0), taps_per_k_block=2)   # K blocks: only the last block's sums are final
 
 
 def test_nan_passes_the_clamp(level):

@@ -123,3 +123,16 @@ def test_conv_transpose_is_a_product_and_a_scatter(attrs):
     for n in (1, 2):
         cm = check(graph, {"x": randn(n, 7, 5, 6)})
     assert ("nhwc", ["ConvTranspose"]) in steps(cm)
+
+
+def test_silu_and_hard_swish_are_computed_in_the_conv_kernel():
+    b = GraphBuilder()
+    x = b.input("x", "f32", [2, 6, 9, 8])
+    c = b.Conv(x, b.const(randn(16, 6, 3, 3, scale=0.3)), b.const(randn(16)), pads=[1, 1, 1, 1])
+    silu = b.Mul(c, b.Sigmoid(c))
+    d = b.Conv(silu, b.const(randn(20, 16, 1, 1, scale=0.3)))
+    b.output(b.Clip(b.HardSwish(d), b.const(np.float32(-0.1)), b.const(np.float32(2.0))), "y")
+    cm = check(b.build(), {"x": randn(2, 6, 9, 8)})
+    convs = [s for s in cm.plan if s.kind == "nhwc"]
+    assert [s.node.attrs["activation"] for s in convs] == ["silu", "hard_swish"]
+    assert convs[1].ops == ["Conv", "Clip"] and len(cm.plan) == 4   # the two convs and the reorders in and out

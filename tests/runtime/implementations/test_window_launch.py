@@ -81,6 +81,21 @@ def test_depthwise(level, case):
         check(out, ref)
 
 
+@pytest.mark.parametrize("activation, fn", [("silu", lambda y: y / (1 + np.exp(-y))),
+                                            ("hard_swish", lambda y: y * np.clip(y / 6 + 0.5, 0, 1))])
+def test_depthwise_activation_before_the_clamp(level, activation, fn):
+    rng = np.random.default_rng(5)
+    window = wl.Window((3, 3), (2, 2), (1, 1, 1, 1), (1, 1))
+    x, weights, bias = nhwc(rng, 2, 9, 11, 37), nhwc(rng, 37, 1, 3, 3), nhwc(rng, 37)
+    packed = wl.pack_depthwise(weights)
+    for clamp in (None, (-0.1, 1.5)):
+        ref = fn(reference(x, "madd", window, weights, bias))
+        ref = ref if clamp is None else np.clip(ref, *clamp)
+        out = np.full(ref.shape, np.nan, np.float32)
+        wl.prepare_depthwise(x, packed, bias, clamp, out, window, activation=activation).run()
+        check(out, ref)
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}{case[1][1]}")
 def test_pools(level, case):
     shape, kernel, strides, dilations, pads = case
