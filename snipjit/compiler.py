@@ -124,7 +124,8 @@ class CompiledModel:
             lines.append(f"inputs {shapes}: arena {plan.memory.arena_size / 2**20:.2f} MiB for "
                          f"{plan.activation_bytes / 2**20:.2f} MiB of activations "
                          f"({len(plan.arena_slots)} planned buffers, {len(plan.view_of)} views, "
-                         f"{len(plan.resolution.skipped)} shape steps resolved)")
+                         f"{len(plan.resolution.skipped)} shape steps resolved, {len(plan.channel_slices)} "
+                         "outputs written straight into their Concat)")
         if kernels:
             for i, s in enumerate(self.program.steps):
                 compiled = getattr(s.kernel, "compiled", None)

@@ -6,6 +6,7 @@ from typing import Callable
 
 from ..ir.graph import Graph
 from .channels_last import channels_last
+from .eliminate_identities import eliminate_identities
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_pad_into_conv import fuse_pad_into_conv
@@ -29,7 +30,8 @@ class GraphPass:
 def default_pipeline(options: dict) -> list[GraphPass]:
     """Options: `fold=False` turns off constant folding; `channels_last=False` keeps convolutions on
     NCHW; `fuse=False` turns off the Snippets tokenizer (every node runs on its own)."""
-    passes = [GraphPass("InferShapes", lambda g, o: infer_shapes(g))]
+    passes = [GraphPass("InferShapes", lambda g, o: infer_shapes(g)),
+              GraphPass("EliminateIdentities", eliminate_identities)]
     if options.get("fold", True):
         passes += [GraphPass("SimplifyShapes", simplify_shapes),
                    GraphPass("FoldBatchNorm", fold_batchnorm),   # writes weight arithmetic FoldConstants evaluates

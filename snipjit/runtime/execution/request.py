@@ -143,6 +143,8 @@ class Request:
         types = plan.resolution.types
         for s, r in plan.inplace_of.items():   # in step order: the input's memory is bound before
             slots[s] = slots[r].reshape(types[s].shape)
+        for s, (whole, start, end) in plan.channel_slices.items():   # written straight into a Concat
+            slots[s] = slots[whole][..., start:end]
         calls = []
         for step, mode in zip(p.steps, plan.modes):
             if mode == "skip":

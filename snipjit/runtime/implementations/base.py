@@ -71,6 +71,12 @@ class Kernel:
         never reads the array it is given, so the program may release the original."""
         return False
 
+    @property
+    def writes_channel_slices(self) -> bool:
+        """Whether `run_into` and `bind` take an output that is a slice of a wider tensor's last axis
+        (the program then lets it write straight into a Concat's output)."""
+        return False
+
     def inplace_inputs(self) -> tuple[int, ...]:
         """Indices of inputs whose memory the (single) output may be written over, when the plan finds
         the input dead after this step and of the output's size and dtype. A kernel claims an input only

@@ -154,9 +154,14 @@ class ConvKernel(WindowKernel):
             return self.bias
         return np.ascontiguousarray(self.added if self.bias is None else self.bias + self.added, dtype=np.float32)
 
+    @property
+    def writes_channel_slices(self) -> bool:
+        return not self.depthwise
+
     def prepare(self, inputs, y, repeats):
         x = inputs[0]
-        if x.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+        y_fits = conv_launch.pixel_rows(y) if self.writes_channel_slices else y.flags.c_contiguous
+        if x.dtype != np.float32 or not x.flags.c_contiguous or not y_fits:
             return None
         geometry, bias = self.geometry(x), self._total_bias()
         if self.depthwise:

@@ -63,6 +63,14 @@ def pack_conv(w: np.ndarray, groups: int) -> PackedConv:
     return PackedConv(data, groups, cg, n, kh * kw, packs[0].kernel.for_convolution())
 
 
+def pixel_rows(out: np.ndarray) -> bool:
+    """Whether an NHWC array is C-contiguous but for its pixels' stride: the whole tensor, or a slice of
+    the channels of a wider one (a Concat's output, written in place)."""
+    if out.ndim != 4 or out.strides[3] != out.itemsize or out.strides[2] < out.shape[3] * out.itemsize:
+        return False
+    return out.strides[1] == out.shape[2] * out.strides[2] and out.strides[0] == out.shape[1] * out.strides[1]
+
+
 def _clamp_array(clamp: tuple[float, float] | None) -> np.ndarray | None:
     if clamp is None:
         return None
@@ -87,8 +95,9 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     if c != groups * cg or tuple(out.shape) != expected:
         raise ValueError(f"convolution of an image {tuple(x.shape)} ({'NCHW' if planar else 'NHWC'}) by weights for {groups * cg} input "
                          f"channels in {groups} groups gives {expected}, not {tuple(out.shape)}")
-    if not (x.flags.c_contiguous and out.flags.c_contiguous and x.dtype == out.dtype == np.float32):
-        raise ValueError("convolution operands must be C-contiguous float32 arrays")
+    if not (x.flags.c_contiguous and pixel_rows(out) and x.dtype == out.dtype == np.float32):
+        raise ValueError("convolution operands must be float32 arrays, the input C-contiguous, the output "
+                         "too or a slice of a wider one's channels")
     if bias is not None and (bias.dtype != np.float32 or bias.size != expected[3] or not bias.flags.c_contiguous):
         raise ValueError(f"convolution bias must be {expected[3]} contiguous float32 values")
     m, n, k = images * oh * ow, packed.n, packed.k
@@ -102,7 +111,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     zeros = np.zeros((cg - 1) * channel_stride + 1, np.float32)
     clamp_values = _clamp_array(clamp)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
-    dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=groups * n,
+    dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=out.strides[2] // 4,
                        panels=split.panels, a_batch=cg * channel_stride, b_batch=packed.data[0].size, c_batch=n,
                        bias_batch=n,
                        chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w,

@@ -57,6 +57,8 @@ class ResolvedPlan:
     inplace_of: dict[int, int]             # output slot written in place -> the (root) input slot it overwrites
     escaping: dict[int, TensorType | None]           # roots of graph outputs -> type (None: unknown)
     activation_bytes: int                  # all intermediate values, without reuse
+    channel_slices: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    # slot written straight into a Concat's output -> (that slot, first channel, end channel)
 
     def root(self, slot: int) -> int:
         """The slot whose memory a (chain of) view(s) shares."""
@@ -145,13 +147,15 @@ class Program:
             return s
 
         escaping = {root(s): types[root(s)] for s in self.output_slots if root(s) not in fixed}
-        inplace_of = self._inplace(modes, types, root, fixed | set(escaping))
+        slices = self._channel_slices(modes, types, fixed | set(escaping))
+        assembled = {whole for whole, _, _ in slices.values()}
+        inplace_of = self._inplace(modes, types, root, fixed | set(escaping) | set(slices) | assembled)
 
         def memory_root(s: int) -> int:   # the slot whose arena buffer a value lives in
             s = root(s)
             while s in inplace_of:
                 s = root(inplace_of[s])
-            return s
+            return slices[s][0] if s in slices else s
 
         first: dict[int, int] = {}
         last: dict[int, int] = {}
@@ -170,7 +174,39 @@ class Program:
         arena_slots = {r.key: (memory.offsets[r.key], types[r.key]) for r in requests}
         activation_bytes = sum(_nbytes(t) for i, t in enumerate(types)
                                if t is not None and i not in fixed and i not in view_of)
-        return ResolvedPlan(res, modes, memory, arena_slots, view_of, inplace_of, escaping, activation_bytes)
+        return ResolvedPlan(res, modes, memory, arena_slots, view_of, inplace_of, escaping, activation_bytes,
+                            slices)
+
+    def _channel_slices(self, modes: list[str], types: list, excluded: set[int]) -> dict[int, tuple[int, int, int]]:
+        """Concats along the last axis whose inputs are each written by a kernel that can write a slice
+        of channels (`Kernel.writes_channel_slices`) and read by the Concat alone: the producers write
+        straight into the Concat's output, which then has nothing left to do (its mode becomes "skip").
+        Not for a Concat whose output is a graph output or a constant (excluded)."""
+        producer = {s: i for i, step in enumerate(self.steps) for s in step.out_slots}
+        reads: dict[int, int] = {}
+        for step in self.steps:
+            for s in step.in_slots:
+                reads[s] = reads.get(s, 0) + 1
+        slices: dict[int, tuple[int, int, int]] = {}
+        for i, step in enumerate(self.steps):
+            node, out = step.node, step.out_slots[0]
+            if node.op != "Concat" or node.domain or modes[i] != "into" or out in excluded or types[out] is None:
+                continue
+            rank = len(types[out].shape)
+            ins = step.in_slots
+            if int(node.attrs.get("axis", 0)) % rank != rank - 1 or len(set(ins)) != len(ins):
+                continue
+            writers = [producer.get(s) for s in ins]
+            if any(w is None or modes[w] != "into" or len(self.steps[w].out_slots) != 1 or reads[s] != 1
+                   or s in excluded or not self.steps[w].kernel.writes_channel_slices for s, w in zip(ins, writers)):
+                continue
+            start = 0
+            for s in ins:
+                width = types[s].shape[-1]
+                slices[s] = (out, start, start + width)
+                start += width
+            modes[i] = "skip"
+        return slices
 
     def _inplace(self, modes: list[str], types: list, root, excluded: set[int]) -> dict[int, int]:
         """Output slot -> the input (root) slot whose memory the step overwrites: an input its kernel

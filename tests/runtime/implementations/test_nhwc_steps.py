@@ -136,3 +136,25 @@ def test_silu_and_hard_swish_are_computed_in_the_conv_kernel():
     convs = [s for s in cm.plan if s.kind == "nhwc"]
     assert [s.node.attrs["activation"] for s in convs] == ["silu", "hard_swish"]
     assert convs[1].ops == ["Conv", "Clip"] and len(cm.plan) == 4   # the two convs and the reorders in and out
+
+
+def test_convs_write_straight_into_their_concat():
+    """A SqueezeNet fire module: the two expand convs' outputs are slices of the Concat's output, so the
+    Concat copies nothing; a Concat whose input has another reader still copies."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 8, 9, 9])
+    squeeze = b.Relu(b.Conv(x, b.const(randn(6, 8, 1, 1, scale=0.4)), b.const(randn(6))))
+    e1 = b.Relu(b.Conv(squeeze, b.const(randn(20, 6, 1, 1, scale=0.4)), b.const(randn(20))))
+    e3 = b.Relu(b.Conv(squeeze, b.const(randn(13, 6, 3, 3, scale=0.4)), b.const(randn(13)), pads=[1, 1, 1, 1]))
+    fire = b.Concat(e1, e3, axis=1)
+    other = b.Concat(fire, b.Conv(x, b.const(randn(3, 8, 1, 1))), axis=1)   # fire has two readers
+    b.output(b.Conv(fire, b.const(randn(5, 33, 1, 1, scale=0.3))), "y")
+    b.output(b.Conv(other, b.const(randn(4, 36, 1, 1, scale=0.3))), "z")
+    graph = b.build()
+    for n in (1, 3):
+        cm = check(graph, {"x": randn(n, 8, 9, 9)})
+    plan = next(iter(cm.program.plans().values()))
+    concats = [i for i, s in enumerate(cm.plan) if s.ops == ["Concat"]]
+    assert [plan.modes[i] for i in concats] == ["skip", "into"]
+    assert len(plan.channel_slices) == 2
+    assert "2 outputs written straight into their Concat" in cm.explain(show_passes=False)
