@@ -106,6 +106,9 @@ class CompiledModel:
         folding = self.graph.meta.get("folding")
         if folding is not None:
             lines.append(f"== compile-time folding: {folding} ==")
+        layout = self.graph.meta.get("channels_last")
+        if layout is not None:
+            lines.append(f"== layout: {layout} ==")
         if self.runtime_constants is not None:
             rc = self.runtime_constants.folding
             lines += [f"== runtime folding function (runs on the first run; inputs {list(rc.constant_inputs)}) ==",

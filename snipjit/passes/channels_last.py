@@ -178,7 +178,8 @@ class _ChannelsLast:
                 continue
             if len(readers) == 1 and readers[0].op == "HardSwish" and not readers[0].domain:
                 activation, taken = "hard_swish", readers
-            elif len(readers) == 2 and {n.op for n in readers} == {"Sigmoid", "Mul"} and not any(n.domain for n in readers):
+            elif (len(readers) == 2 and {n.op for n in readers} == {"Sigmoid", "Mul"}
+                  and not any(n.domain for n in readers)):
                 sigmoid, mul = sorted(readers, key=lambda n: n.op != "Sigmoid")
                 gate = sigmoid.outputs[0]
                 if set(mul.inputs) != {out, gate} or [n for n, _ in uses.get(gate, [])] != [mul]:

@@ -26,8 +26,8 @@ def is_identity(node: Node, used: set[int]) -> bool:
         return False
     ratio = node.inputs[1] if len(node.inputs) > 1 else None
     training = node.inputs[2] if len(node.inputs) > 2 else None
-    zero_ratio = ratio is not None and ratio.is_constant and ratio.data.size == 1 and float(ratio.data.reshape(-1)[0]) == 0
-    return _false(training) or zero_ratio
+    return _false(training) or (ratio is not None and ratio.is_constant and ratio.data.size == 1
+                                and float(ratio.data.reshape(-1)[0]) == 0)
 
 
 def eliminate_identities(graph: Graph, options: dict | None = None) -> Graph:
@@ -37,8 +37,9 @@ def eliminate_identities(graph: Graph, options: dict | None = None) -> Graph:
     kept = []
     for node in graph.nodes:
         node.inputs = [None if v is None else replaced.get(id(v), v) for v in node.inputs]
-        if is_identity(node, used) and id(node.outputs[0]) not in outputs and node.outputs[0].type == node.inputs[0].type:
-            replaced[id(node.outputs[0])] = node.inputs[0]
+        out = node.outputs[0]
+        if is_identity(node, used) and id(out) not in outputs and out.type == node.inputs[0].type:
+            replaced[id(out)] = node.inputs[0]
         else:
             kept.append(node)
     graph.nodes = kept

@@ -4,24 +4,15 @@ and every rewritten graph computes what the original does (reference interpreter
 rounding)."""
 import numpy as np
 import pytest
+from random_constants import parse_random
 
-from snipjit import parse_graph
 from snipjit.ops.interpreter import run_graph_reference
 from snipjit.passes.channels_last import META, channels_last
 
 
-def random_graph(text: str):
-    g = parse_graph(text, elided="zeros")
-    rng = np.random.default_rng(0)
-    for v in g.constants:
-        if v.dtype.is_float and not v.data.any():
-            v.data = rng.standard_normal(v.data.shape).astype(v.data.dtype)
-    return g
-
-
 def rewritten(text: str, **options):
     """(graph after the pass, ops by domain), checked against the original on random inputs."""
-    before = random_graph(text)
+    before = parse_random(text)
     after = channels_last(before.copy(), options)
     after.validate()
     rng = np.random.default_rng(1)

@@ -2,23 +2,14 @@
 those fold on the small tensor; where that is not provably the same computation, nothing moves."""
 import numpy as np
 import pytest
+from random_constants import parse_random
 
-from snipjit import parse_graph
 from snipjit.ir.graph import Graph
 from snipjit.passes.fold_constants import FOLDING_META, fold_constants
 from snipjit.passes.postpone_broadcast import broadcast_source, postpone_broadcast
 from snipjit.ops.interpreter import run_graph_reference
 
 SMALL_LIMIT = {"max_folded_broadcast_bytes": 1024}  # keeps the test tensors "large"
-
-
-def parse_random(text: str) -> Graph:
-    g = parse_graph(text, elided="zeros")
-    rng = np.random.default_rng(0)
-    for v in g.constants:
-        if v.dtype.is_float and not v.data.any():
-            v.data = rng.standard_normal(v.data.shape).astype(v.data.dtype)
-    return g
 
 
 def transformed(text: str, passes, sizes: dict[str, int] | None = None) -> tuple[Graph, Graph]:

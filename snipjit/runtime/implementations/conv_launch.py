@@ -93,7 +93,8 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     oh, ow = geometry.output_size(h, w)
     expected = (images, oh, ow, groups * packed.n)
     if c != groups * cg or tuple(out.shape) != expected:
-        raise ValueError(f"convolution of an image {tuple(x.shape)} ({'NCHW' if planar else 'NHWC'}) by weights for {groups * cg} input "
+        layout = "NCHW" if planar else "NHWC"
+        raise ValueError(f"convolution of an image {tuple(x.shape)} ({layout}) by weights for {groups * cg} input "
                          f"channels in {groups} groups gives {expected}, not {tuple(out.shape)}")
     if not (x.flags.c_contiguous and pixel_rows(out) and x.dtype == out.dtype == np.float32):
         raise ValueError("convolution operands must be float32 arrays, the input C-contiguous, the output "

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ...targets.llvm.gemm import MicroKernel
 
 from ...memory.solver import aligned_empty
-from ..parallel.native_threads import compile_kernel, get_native_pool, scratchpads
+from ..parallel.native_threads import compile_chosen_kernel, get_native_pool, scratchpads
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
@@ -103,13 +103,8 @@ def kernel_for(mr: int, vectors: int, unroll: int) -> GemmKernel:
 @functools.cache
 def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of a kernel."""
-    from ...targets.llvm import jit
     from ...targets.llvm.gemm import gemm_module
-    host = jit.host()
-    if (host.cpu, host.features) != (kernel.cpu, kernel.features):
-        raise RuntimeError(f"GEMM kernel {kernel.shape.name} was chosen for another ISA level than "
-                           f"SNIPJIT_ISA now selects ({host.level.name})")
-    return compile_kernel(gemm_module(kernel.shape), kernel.shape.name)
+    return compile_chosen_kernel(lambda: gemm_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
 
 
 # each register block's speed relative to the wide one's, all without padding (measured: the narrow

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...memory.solver import aligned_empty
 from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks, window_module
-from ..parallel.native_threads import compile_kernel, get_native_pool
+from ..parallel.native_threads import compile_chosen_kernel, get_native_pool
 from .gemm_launch import available
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
@@ -67,12 +67,7 @@ def kernel_for(combine: str, activation: str = "") -> CompiledWindow:
 
 @functools.cache
 def _compiled(kernel: CompiledWindow) -> tuple[int, object]:
-    from ...targets.llvm import jit
-    host = jit.host()
-    if (host.cpu, host.features) != (kernel.cpu, kernel.features):
-        raise RuntimeError(f"window kernel {kernel.shape.name} was chosen for another ISA level than "
-                           f"SNIPJIT_ISA now selects ({host.level.name})")
-    return compile_kernel(window_module(kernel.shape), kernel.shape.name)
+    return compile_chosen_kernel(lambda: window_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
 
 
 def _padded(c: int, lanes: int) -> int:

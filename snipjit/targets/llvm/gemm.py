@@ -83,10 +83,12 @@ def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
     vectors accumulators plus a register per vector of B and one for the broadcast of A. `wide` loads
     the fewest bytes per FMA; `narrow`, two vectors wide, pads a narrow N less; `thin`, one vector, is
     for N of a vector or less (1×1 convolutions to 16 channels: 1.8× the narrow block's speed on
-    AVX-512; 8×1 unrolled spills on both register files, and LLVM unrolls it twice itself). Measured (one thread,
-    the products of the benchmark `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA peak and 7×2
-    nearly as much; 12×2, 8×3 and 8×2 unrolled spill (LLVM hoists the broadcasts of A, and runs out of
-    general registers for the rows of A; 7×2 unrolled by hand spills a register on some CPUs); on 16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills). LLVM unrolls an un-unrolled loop twice."""
+    AVX-512; 8×1 unrolled spills on both register files, and LLVM unrolls it twice itself). Measured
+    (one thread, the products of the benchmark `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA
+    peak and 7×2 nearly as much; 12×2, 8×3 and 8×2 unrolled spill (LLVM hoists the broadcasts of A, and
+    runs out of general registers for the rows of A; 7×2 unrolled by hand spills a register on some
+    CPUs); on 16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills). LLVM unrolls an un-unrolled
+    loop twice."""
     if registers >= 32:
         return (6, 4, 4), (7, 2, 1), (8, 1, 1)
     return (4, 3, 4), (6, 2, 4), (8, 1, 1)

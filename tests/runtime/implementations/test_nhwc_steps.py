@@ -157,4 +157,7 @@ def test_convs_write_straight_into_their_concat():
     concats = [i for i, s in enumerate(cm.plan) if s.ops == ["Concat"]]
     assert [plan.modes[i] for i in concats] == ["skip", "into"]
     assert len(plan.channel_slices) == 2
-    assert "2 outputs written straight into their Concat" in cm.explain(show_passes=False)
+    explained = cm.explain(show_passes=False)
+    assert "2 outputs written straight into their Concat" in explained
+    layout = next(line for line in explained.splitlines() if line.startswith("== layout: channels-last:"))
+    assert "Concat 2" in layout and "reorders inserted: 1 in, 2 out" in layout   # x in; y and z out

@@ -4,12 +4,12 @@ the widest register block holds its FMAs without vector spills, and the portable
 import re
 
 import pytest
+from machine_code import CPUS, innermost_loops
 
 from snipjit.targets import isa
 from snipjit.targets.llvm import jit
 from snipjit.targets.llvm.window import COMBINES, WindowKernel, window_blocks, window_module
 
-CPUS = [("haswell", isa.AVX2), ("znver3", isa.AVX2), ("skylake-avx512", isa.AVX512), ("znver4", isa.AVX512)]
 
 
 def kernel(combine: str, level: isa.IsaLevel) -> WindowKernel:
@@ -21,18 +21,6 @@ def functions(asm: str) -> dict[str, str]:
     """Each function's assembly, by name."""
     parts = re.split(r"^(snipjit_window_\w+):\n", asm, flags=re.M)
     return dict(zip(parts[1::2], parts[2::2]))
-
-
-def innermost_loops(asm: str) -> list[list[str]]:
-    lines = asm.splitlines()
-    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\S+:", line)}
-    loops = []
-    for end, line in enumerate(lines):
-        jump = re.match(r"\s+j\w+\s+(\.LBB\S+)", line)
-        if jump and labels.get(jump.group(1), end) < end:
-            loops.append((labels[jump.group(1)], end))
-    inner = [r for r in loops if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in loops)]
-    return [lines[start:end + 1] for start, end in inner]
 
 
 def masked(text: str) -> bool:
