@@ -94,8 +94,10 @@ def _gated(x, gate):
 
 
 def _gelu(x, approximate):
-    if approximate == "tanh":
-        return _gated(x, 0.5 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
+    if approximate == "tanh":   # 0.5 (1 + tanh z) as 1 / (1 + e^-2z): the tail below -9 does not round to 0
+        z = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+        with np.errstate(over="ignore"):
+            return _gated(x, 1 / (1 + np.exp(-2 * z)))
     return _gated(x, 0.5 * (1 + _erf(x / math.sqrt(2))))
 
 
