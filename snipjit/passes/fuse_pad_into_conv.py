@@ -26,8 +26,8 @@ def spatial_pads(pad: Node) -> list[int] | None:
     """A zero, constant-mode Pad's widths of the spatial dims of an NCHW-style input, ONNX-ordered
     (all begins, then all ends); None when it pads anything else or is not such a Pad."""
     x = pad.inputs[0]
-    if pad.domain or pad.attrs.get("mode", "constant") != "constant" or x.shape is None:
-        return None
+    if pad.domain or pad.attrs.get("mode", "constant") != "constant" or x.shape is None or len(x.shape) < 3:
+        return None   # (a Conv's input is [N, C, spatial...])
     pads = _constant(pad.inputs[1] if len(pad.inputs) > 1 else None)
     value = _constant(pad.inputs[2] if len(pad.inputs) > 2 else None)
     axes_in = pad.inputs[3] if len(pad.inputs) > 3 else None

@@ -66,3 +66,11 @@ def test_channel_pads_stay():
       [y: f32[1,4,5,5]] = Conv(t, w)
     }"""
     assert [n.op for n in rewritten(text).nodes] == ["Pad", "Conv"]
+
+
+def test_pads_of_other_ranks_are_not_looked_at():
+    text = """graph(x: f32[5]) -> [y: f32[7]] {
+      const p: i64[2] = [1, 1]
+      [y: f32[7]] = Pad(x, p)
+    }"""
+    assert [n.op for n in rewritten(text).nodes] == ["Pad"]
