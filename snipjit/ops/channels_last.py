@@ -6,8 +6,9 @@ the elementwise ops between convolutions broadcast per-channel operands along th
 here has the attributes and meaning of its ONNX namesake, with the input and output transposed from
 NCHW to NHWC (the weights and bias of Conv and ConvTranspose keep their ONNX layout): its shape inference and reference
 kernel are the ONNX op's, wrapped in the two transposes. Conv's `input_layout = "NCHW"` reads an NCHW
-input (a network's image) and still gives an NHWC output; its `activation` (see `ACTIVATIONS`) is
-applied to the output, so the kernel can compute it before the store.
+input (a network's image) and still gives an NHWC output; an optional fourth input, `residual` (NHWC, the
+output's shape), is added to it and then its `activation` (see `ACTIVATIONS`) applied, so the kernel can
+compute both before the store.
 """
 from __future__ import annotations
 
@@ -53,7 +54,14 @@ def _nchw_context(ctx: OpContext) -> OpContext:
         raise ctx.fail(f"activation must be one of {sorted(ACTIVATIONS)} or empty, got {ctx.attrs['activation']!r}")
     attrs = {k: v for k, v in ctx.attrs.items() if k not in ("input_layout", "activation")}
     x = x if _reads_nchw(ctx) else _permuted(x, TO_NCHW)
-    return OpContext(ctx.node, attrs, [x, *ctx.in_types[1:]], ctx.in_values,
+    rest = ctx.in_types[1:3] if ctx.op == "Conv" else ctx.in_types[1:]   # (without Conv's residual)
+    if ctx.op == "Conv" and len(ctx.in_types) > 3 and ctx.in_types[3] is not None and ctx.out_types:
+        out = ctx.out_types[0]
+        residual = ctx.in_types[3].shape
+        if (out is not None and out.shape is not None and residual is not None and len(residual) == len(out.shape)
+                and any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(residual, out.shape))):
+            raise ctx.fail(f"the residual {list(residual)} must have the output's shape {list(out.shape)}")
+    return OpContext(ctx.node, attrs, [x, *rest], ctx.in_values[:len(rest) + 1],
                      [_permuted(t, TO_NCHW) for t in ctx.out_types])
 
 
@@ -64,7 +72,11 @@ def _register(name: str) -> None:
         return [_permuted(t, TO_NHWC) for t in onnx_op.infer(_nchw_context(ctx))][:1]
 
     def reference(ctx: OpContext, x, *rest):
+        residual = rest[2] if name == "Conv" and len(rest) > 2 else None
+        rest = rest[:2] if name == "Conv" else rest
         (y, *_) = onnx_op.run(_nchw_context(ctx), [x if _reads_nchw(ctx) else np.transpose(x, TO_NCHW), *rest])
+        if residual is not None:
+            y = evaluate("Add", [y, np.transpose(residual, TO_NCHW)])[0]
         activation = ctx.attrs.get("activation", "")
         if activation:
             y = ACTIVATIONS[activation](y)
@@ -72,7 +84,8 @@ def _register(name: str) -> None:
 
     reference.__doc__ = f"ONNX {name} on an NHWC input, giving an NHWC output."
     attrs = {**onnx_op.attrs, "input_layout": "NHWC", "activation": ""} if name == "Conv" else onnx_op.attrs
-    register(name, onnx_op.category, infer=infer, attrs=attrs, inputs=onnx_op.inputs, outputs=1,
+    inputs = (2, 4) if name == "Conv" else onnx_op.inputs   # Conv: x, w, bias, residual
+    register(name, onnx_op.category, infer=infer, attrs=attrs, inputs=inputs, outputs=1,
              domain=DOMAIN)(reference)
 
 

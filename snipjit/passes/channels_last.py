@@ -12,7 +12,9 @@ not care which axis the channels are on:
 * pools (`snipjit.nhwc::MaxPool`, `AveragePool`, `GlobalAveragePool`, `GlobalMaxPool`);
 * a Concat along the channels (then along the last axis), when all its inputs are on the layout;
 * a Transpose to NHWC of a value on the layout is that value; a value the model itself transposes from
-  NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel).
+  NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel);
+* then a residual Add and a SiLU or HardSwish reading a Conv's output alone join the Conv (its fourth
+  input, its `activation`), which its kernel applies before the store.
 
 Reorders (Transpose nodes) are inserted only at the edges: where a value enters a Conv from NCHW (but a
 network's 3-channel image is read in place: `input_layout = "NCHW"`), and
@@ -90,6 +92,7 @@ class _ChannelsLast:
                 self.nodes.append(node)
         self.graph.outputs = [self._nchw(self.alias.get(id(v), v)) for v in self.graph.outputs]
         self.graph.nodes = self.nodes
+        self._fuse_residuals()
         self._fuse_activations()
         self.summary.cancelled += len(self.deferred)
         self.graph.meta[META] = self.summary
@@ -165,6 +168,35 @@ class _ChannelsLast:
         else:
             return False
         return True
+
+    def _fuse_residuals(self) -> None:
+        """An Add (or a two-input Sum) of a channels-last Conv's output (its only reader) and another tensor
+        of its shape (a residual connection) becomes the Conv's fourth input, added before the store; the Conv moves to
+        the Add's place, where the other tensor is computed. Not for depthwise Convs (their window
+        kernel adds no residual)."""
+        uses = self.graph.consumers()
+        nodes = list(self.graph.nodes)
+        taken: set[int] = set()   # Adds a Conv took (the other Conv reading one stays as it is)
+        for conv in [n for n in nodes if n.domain == DOMAIN and n.op == "Conv" and len(n.inputs) <= 3]:
+            out, w = conv.outputs[0], conv.inputs[1].data
+            readers = [n for n, _ in uses.get(out, [])]
+            if out in self.outputs or len(readers) != 1 or (w.shape[1] == 1 and w.shape[0] > 1):
+                continue
+            add = readers[0]
+            other = [v for v in add.inputs if v is not out]
+            if (add.op not in ("Add", "Sum") or add.domain or id(add) in taken or len(add.inputs) != 2
+                    or len(other) != 1 or other[0] is None
+                    or other[0].type != out.type or add.outputs[0].type != out.type):
+                continue
+            bias = conv.inputs[2] if len(conv.inputs) > 2 else None
+            conv.inputs = [conv.inputs[0], conv.inputs[1], bias, other[0]]
+            conv.outputs = [add.outputs[0]]
+            add.outputs[0].producer = conv
+            nodes.remove(conv)
+            nodes[nodes.index(add)] = conv
+            taken.add(id(add))
+            self.summary.converted["residual Add"] = self.summary.converted.get("residual Add", 0) + 1
+        self.graph.nodes = nodes
 
     def _fuse_activations(self) -> None:
         """A SiLU (Mul(t, Sigmoid(t))) or HardSwish reading a channels-last Conv's output alone becomes

@@ -220,3 +220,23 @@ def test_silu_and_hard_swish_join_the_conv_that_feeds_them_alone():
     convs = [n for n in after.nodes if n.op == "Conv"]
     assert [n.attrs.get("activation", "") for n in convs] == ["silu", "hard_swish", "silu"]
     assert "Sigmoid" not in ops and "HardSwish" not in ops
+
+
+@pytest.mark.parametrize("add", ["Add", "Sum"])
+def test_a_residual_add_joins_the_conv_and_the_conv_moves_to_it(add):
+    text = """graph(x: f32[1,8,5,5]) -> [y: f32[1,8,5,5]] {
+      const w1: f32[8,8,3,3] = <elided>
+      const w2: f32[8,8,1,1] = <elided>
+      const wd: f32[8,8,1,1] = <elided>
+      [c1: f32[1,8,5,5]] = Conv(x, w1) {pads = [1, 1, 1, 1]}
+      [r1: f32[1,8,5,5]] = Relu(c1)
+      [c2: f32[1,8,5,5]] = Conv(r1, w2)
+      [d: f32[1,8,5,5]] = Conv(x, wd)
+      [a: f32[1,8,5,5]] = {add}(c2, d)
+      [y: f32[1,8,5,5]] = Relu(a)
+    }}"""
+    after, ops = rewritten(text.replace("{add}", add).replace("}}", "}"))
+    assert ops == ["Transpose", "snipjit.nhwc::Conv", "Relu", "snipjit.nhwc::Conv", "snipjit.nhwc::Conv", "Relu",
+                   "Transpose"]
+    main = after.nodes[4]    # c2, after the shortcut d it now reads
+    assert main.inputs[3] is after.nodes[3].outputs[0] and after.meta[META].converted["residual Add"] == 1

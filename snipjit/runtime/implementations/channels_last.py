@@ -164,12 +164,17 @@ class ConvKernel(WindowKernel):
         if x.dtype != np.float32 or not x.flags.c_contiguous or not y_fits:
             return None
         geometry, bias = self.geometry(x), self._total_bias()
+        residual = inputs[3] if len(inputs) > 3 else None
+        if self.depthwise and residual is not None:
+            return None   # (the window kernel adds no residual: the reference does)
         if self.depthwise:
             window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)
             return window_launch.prepare_depthwise(x, self.packed, bias, self.clamp, y, window, repeats,
                                                    self.activation)
+        if residual is not None and (residual.dtype != np.float32 or not conv_launch.pixel_rows(residual)):
+            return None
         return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats, self.planar,
-                                        self.activation)
+                                        self.activation, residual)
 
     def reference_epilogue(self, y):
         if self.added is not None:

@@ -80,9 +80,10 @@ def _clamp_array(clamp: tuple[float, float] | None) -> np.ndarray | None:
 
 def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: ConvGeometry,
                  bias: np.ndarray | None = None, clamp: tuple[float, float] | None = None,
-                 repeats: bool = False, planar: bool = False, activation: str = "") -> GemmLaunch | None:
-    """The launch computing out = conv(x) (+ bias, then `activation`, a math-library function, then
-    clamped) with x [images, H, W, C] (`planar`:
+                 repeats: bool = False, planar: bool = False, activation: str = "",
+                 residual: np.ndarray | None = None) -> GemmLaunch | None:
+    """The launch computing out = conv(x) (+ bias, + `residual` (an NHWC tensor of out's shape), then
+    `activation`, a math-library function, then clamped) with x [images, H, W, C] (`planar`:
     [images, C, H, W]) and out [images, OH, OW, O] channels-last; None when the JIT is not available or
     there is nothing to multiply (an empty output or no input channels). Shapes that do not fit the
     weights and the geometry raise ValueError."""
@@ -99,6 +100,10 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     if not (x.flags.c_contiguous and pixel_rows(out) and x.dtype == out.dtype == np.float32):
         raise ValueError("convolution operands must be float32 arrays, the input C-contiguous, the output "
                          "too or a slice of a wider one's channels")
+    if residual is not None and (residual.shape != out.shape or residual.dtype != np.float32
+                                 or not pixel_rows(residual)):
+        raise ValueError(f"the residual added to a convolution must be float32 {list(out.shape)} with contiguous "
+                         f"channels, got {residual.dtype}{list(residual.shape)}")
     if bias is not None and (bias.dtype != np.float32 or bias.size != expected[3] or not bias.flags.c_contiguous):
         raise ValueError(f"convolution bias must be {expected[3]} contiguous float32 values")
     m, n, k = images * oh * ow, packed.n, packed.k
@@ -118,7 +123,8 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
                        chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w,
                        OH=oh, OW=ow, KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0],
                        pad_l=geometry.pads[1], dil_h=dh, dil_w=dw, image_stride=h * w * c,
-                       pixel_stride=1 if planar else c, channel_stride=channel_stride)
-    ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros)
+                       pixel_stride=1 if planar else c, channel_stride=channel_stride,
+                       ldr=0 if residual is None else residual.strides[2] // 4)
+    ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros, residual)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
                       packed, repeats, held=(clamp_values, zeros))

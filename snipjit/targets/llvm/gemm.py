@@ -6,9 +6,10 @@ NR columns and chunks of rows; a work item is one chunk of one panel of one batc
 fastest, so neighbouring items share B's panel), so the kernel follows the `KernelFunction` ABI and runs
 on the native pool like any snippet: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end).
 
-- ptrs: see `PTRS`. bias: null, or one value per column added before the store; clamp (convolutions):
-  null, or [lo, hi] the stored values are clamped to (Relu, Clip; NaN stays NaN); zeros: a zero row
-  (convolutions).
+- ptrs: see `PTRS`. bias: null, or one value per column added before the store. Convolutions only:
+  residual: null, or a tensor of C's rows and columns (row stride `ldr`) added to the final sums (a
+  residual connection's Add); then the `activation`; then clamp: null, or [lo, hi] the stored values
+  are clamped to (Relu, Clip; NaN stays NaN); zeros: a zero row.
 - dims: see `DIMS`. Strides are in elements. b_panel_stride is NR for a row-major B, K·NR for B packed
   panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N). `pack` != 0:
   each work item first copies its K × NR panel into the thread's scratchpad (zeros past N), so the FMA
@@ -51,8 +52,8 @@ DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
         "cg", "H", "W", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w",
-        "image_stride", "pixel_stride", "channel_stride")
-PTRS = ("A", "B", "C", "bias", "clamp", "zeros")
+        "image_stride", "pixel_stride", "channel_stride", "ldr")
+PTRS = ("A", "B", "C", "bias", "clamp", "zeros", "residual")
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ class _Panel:
     b_base: ir.Value
     ldb: ir.Value
     c_base: ir.Value
+    c_offset: ir.Value     # C's panel and batch entry: where c_base lies in C (and the residual's same place)
     initial: list          # the accumulators' start (bias or zero), per vector
     masks: list            # the columns inside N, per vector
     full: ir.Value         # the panel lies inside N (no masks needed)
@@ -309,6 +311,8 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
     def store(masked: bool, final: bool = False):
         def emit():
             values = acc
+            if final:   # (the residual, the activation and the clamp apply to final sums only)
+                values = _with_residual(g, p, rows, values, masked)
             if final and shape.activation:
                 values = [[_activation(g, value) for value in row] for row in values]
             if final:   # (a clamp applies to final values; earlier K blocks store partial sums)
@@ -336,6 +340,25 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
         g.branches(p.full, store(False), store(True))
 
 
+def _with_residual(g: _Builder, p: _Panel, rows: list, values: list, masked: bool) -> list:
+    """The sums of `rows` plus the same rows and columns of the residual tensor, where there is one."""
+    b, d, lanes = g.b, g.d, g.shape.lanes
+    residual = g.pointer("residual")
+
+    def added():
+        base = g.at(residual, p.c_offset)
+        out = []
+        for j, r in enumerate(rows):
+            row = g.at(base, b.mul(r, d["ldr"]))
+            out += [b.fadd(value, g.load(g.at(row, _c(v * lanes)), p.masks[v] if masked else None))
+                    for v, value in enumerate(values[j])]
+        return out
+
+    flat = g.branches(b.icmp_unsigned("!=", residual, g.null), added, lambda: [v for row in values for v in row])
+    width = len(values[0])
+    return [flat[j * width:(j + 1) * width] for j in range(len(values))]
+
+
 def _activation(g: _Builder, value):
     """The kernel's activation (a function of the math library) of one accumulator vector."""
     return vmath.emit(g.b, g.shape.activation, value, fused_multiply_add=g.shape.fused)
@@ -359,7 +382,8 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     n0 = b.mul(panel, _c(nr))
     a_base = g.at(g.A, b.mul(batch, d["a_batch"]))
     b_panel = g.at(g.B, b.add(b.mul(batch, d["b_batch"]), b.mul(panel, d["b_panel_stride"])))
-    c_base = g.at(g.C, b.add(b.mul(batch, d["c_batch"]), n0))
+    c_offset = b.add(b.mul(batch, d["c_batch"]), n0)
+    c_base = g.at(g.C, c_offset)
     left = b.sub(d["N"], n0)
     full = b.icmp_signed(">=", left, _c(nr))
     masks = [b.icmp_signed("<", lane_ids, g.splat(b.sub(left, _c(v * lanes)), I64)) for v in range(vectors)]
@@ -376,7 +400,7 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     k_end = b.add(k0, d["kc"])
     k1 = b.select(b.icmp_signed("<", k_end, d["K"]), k_end, d["K"])
 
-    panel_state = _Panel(k0, k1, a_base, b_base, ldb, c_base, initial, masks, full)
+    panel_state = _Panel(k0, k1, a_base, b_base, ldb, c_base, c_offset, initial, masks, full)
     rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
     rows.enter()
     _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)], consecutive=True)

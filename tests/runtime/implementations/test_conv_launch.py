@@ -27,19 +27,22 @@ def reference(x_nhwc, w, bias, geometry: conv_launch.ConvGeometry, group: int) -
 
 
 def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-          bias=False, clamp=None, planar=False, activation="", taps_per_k_block=None):
+          bias=False, clamp=None, planar=False, activation="", taps_per_k_block=None, residual=False):
     x = rng.standard_normal((images, h, w, c), dtype=np.float32)
     weights = rng.standard_normal((o, c // group, *kernel), dtype=np.float32)
     b = rng.standard_normal(o, dtype=np.float32) if bias else None
     geometry = conv_launch.ConvGeometry(kernel, strides, pads, dilations)
-    want = ACTIVATIONS[activation](reference(x, weights, b, geometry, group))
+    want = reference(x, weights, b, geometry, group)
+    extra = rng.standard_normal(want.shape, dtype=np.float32) if residual else None
+    want = ACTIVATIONS[activation](want if extra is None else want + extra)
     if clamp is not None:
         want = np.clip(want, *clamp)
     packed = conv_launch.pack_conv(weights, group)
     assert packed.kernel.shape.conv and packed.kernel.shape.lanes == jit.host().level.f32_lanes
     out = np.full(want.shape, np.nan, np.float32)
     image = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if planar else x
-    launch = conv_launch.prepare_conv(image, packed, out, geometry, b, clamp, planar=planar, activation=activation)
+    launch = conv_launch.prepare_conv(image, packed, out, geometry, b, clamp, planar=planar, activation=activation,
+                                      residual=extra)
     if taps_per_k_block:
         launch.dims[DIMS.index("kc")] = taps_per_k_block * (c // group)
     launch.run()
@@ -87,6 +90,14 @@ def test_an_activation_before_the_store(level, activation):
     check(np.random.default_rng(3), 2, 20, 6, 7, 37, (3, 3), pads=(1, 1, 1, 1), bias=True, activation=activation)
     check(np.random.default_rng(4), 1, 64, 9, 9, 70, (3, 3), pads=(1, 1, 1, 1), activation=activation,
           clamp=(-0.2, 3.0), taps_per_k_block=2)   # K blocks: only the last block's sums are final
+
+
+def test_a_residual_added_before_the_activation_and_clamp(level):
+    check(np.random.default_rng(8), 2, 12, 7, 6, 45, (3, 3), pads=(1, 1, 1, 1), bias=True, clamp=(0.0, np.inf),
+          residual=True)
+    check(np.random.default_rng(9), 1, 64, 9, 9, 70, (3, 3), pads=(1, 1, 1, 1), clamp=(-0.2, 3.0),
+          residual=True, activation="silu", taps_per_k_block=2)
+    check(np.random.default_rng(10), 1, 16, 5, 5, 24, (1, 1), group=4, residual=True)
 
 
 def test_nan_passes_the_clamp(level):

@@ -161,3 +161,17 @@ def test_convs_write_straight_into_their_concat():
     assert "2 outputs written straight into their Concat" in explained
     layout = next(line for line in explained.splitlines() if line.startswith("== layout: channels-last:"))
     assert "Concat 2" in layout and "reorders inserted: 1 in, 2 out" in layout   # x in; y and z out
+
+
+def test_a_residual_block_adds_its_shortcut_in_the_conv_kernel():
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 12, 7, 6])
+    main = b.Relu(b.Conv(x, b.const(randn(12, 12, 3, 3, scale=0.2)), b.const(randn(12)), pads=[1, 1, 1, 1]))
+    main = b.Conv(main, b.const(randn(24, 12, 1, 1, scale=0.3)), b.const(randn(24)))
+    shortcut = b.Conv(x, b.const(randn(24, 12, 1, 1, scale=0.3)))
+    b.output(b.Relu(b.Add(shortcut, main)), "y")
+    for n in (1, 2):
+        cm = check(b.build(), {"x": randn(n, 12, 7, 6)})
+    convs = [s for s in cm.plan if s.kind == "nhwc"]
+    assert [s.ops for s in convs] == [["Conv", "Relu"], ["Conv"], ["Conv", "Relu"]]
+    assert len(convs[2].node.inputs) == 4 and not [s for s in cm.plan if s.kind == "snippet"]
