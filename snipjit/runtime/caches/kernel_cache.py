@@ -129,16 +129,21 @@ class KernelCache:
 
     def _write(self, key: str, entry: bytes) -> None:
         path = self._path(key)
-        if path is None:
-            return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(entry)
-            os.replace(tmp, path)   # atomic: readers see the old entry or the whole new one
-        except OSError:
-            pass   # a read-only or full disk only costs the cache
+        if path is not None:
+            write_atomically(path, entry)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write a cache file so that readers see the old one or the whole new one; a read-only or full disk
+    only costs the cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def encode_entry(key: str, target: TargetMachine, compiled: CompiledSnippet) -> bytes | None:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ...targets.llvm.gemm import MicroKernel
 
 from ...memory.solver import aligned_empty
-from ..parallel.native_threads import compile_chosen_kernel, get_native_pool, scratchpads
+from ..parallel.native_threads import get_native_pool, scratchpads
+from ..caches.object_cache import native_kernel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
@@ -104,7 +105,7 @@ def kernel_for(mr: int, vectors: int, unroll: int) -> GemmKernel:
 def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of a kernel."""
     from ...targets.llvm.gemm import gemm_module
-    return compile_chosen_kernel(lambda: gemm_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
+    return native_kernel(lambda: gemm_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
 
 
 # each register block's speed relative to the wide one's, all without padding (measured: the narrow

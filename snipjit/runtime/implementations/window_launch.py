@@ -19,7 +19,8 @@ import numpy as np
 
 from ...memory.solver import aligned_empty
 from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks, window_module
-from ..parallel.native_threads import compile_chosen_kernel, get_native_pool
+from ..parallel.native_threads import get_native_pool
+from ..caches.object_cache import native_kernel
 from .gemm_launch import available
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
@@ -67,7 +68,7 @@ def kernel_for(combine: str, activation: str = "") -> CompiledWindow:
 
 @functools.cache
 def _compiled(kernel: CompiledWindow) -> tuple[int, object]:
-    return compile_chosen_kernel(lambda: window_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
+    return native_kernel(lambda: window_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
 
 
 def _padded(c: int, lanes: int) -> int:

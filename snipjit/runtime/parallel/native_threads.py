@@ -58,17 +58,6 @@ def scratchpads(threads: int, nbytes: int) -> Scratchpads:
     return Scratchpads(memory, memory.ctypes.data, stride)
 
 
-def compile_chosen_kernel(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[int, object]:
-    """`compile_kernel` for a kernel chosen for the CPU and features `jit.host()` gave then: refused
-    when SNIPJIT_ISA has since selected another ISA level (its code would not fit the chosen shape)."""
-    from ...targets.llvm import jit
-    host = jit.host()
-    if (host.cpu, host.features) != (cpu, features):
-        raise RuntimeError(f"kernel {name} was chosen for another ISA level than SNIPJIT_ISA now selects "
-                           f"({host.level.name})")
-    return compile_kernel(module(), name)
-
-
 def compile_kernel(module, name: str) -> tuple[int, object]:
     """A hand-built LLVM module defining `name` with the `KernelFunction` ABI: its address (for
     `NativePool.run`) and a ctypes callable, which keeps the code alive."""
