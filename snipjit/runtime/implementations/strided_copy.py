@@ -21,6 +21,28 @@ def _kernel(element_bytes: int) -> tuple[int, object]:
     return compile_kernel(copy_module(name, element_bytes), name)
 
 
+MAX_BLOCK = 512   # elements of a block transposed as one vector shuffle (a channel shuffle's pixel)
+
+
+def _block_transpose(shape: list[int], strides: list[int], size: int) -> bool:
+    """A view that transposes the last two axes of contiguous blocks: [blocks, cols, rows] with strides
+    [rows·cols, 1, cols] (f32)."""
+    return (size == 4 and len(shape) == 3 and strides[1] == 1 and strides[2] == shape[1]
+            and strides[0] == shape[1] * shape[2] and shape[1] * shape[2] <= MAX_BLOCK)
+
+
+@functools.cache
+def _block_kernel(rows: int, cols: int) -> int:
+    from ...targets.llvm.copy import block_transpose_module
+    name = f"snipjit_block_transpose_{rows}x{cols}"
+    address, fn = compile_kernel(block_transpose_module(name, rows, cols), name)
+    _KEEP.append(fn)
+    return address
+
+
+_KEEP: list = []   # the block kernels' callables, which keep their code alive
+
+
 def collapse(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], list[int]]:
     """Merge neighbouring dims that step through memory as one (and drop size-1 dims)."""
     dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
@@ -65,6 +87,11 @@ def prepare(view: np.ndarray, out: np.ndarray) -> CopyLaunch | None:
             or any(s % size for s in view.strides)):
         return None
     shape, strides = collapse(view.shape, tuple(s // size for s in view.strides))
+    if _block_transpose(shape, strides, size):
+        blocks, cols, rows = shape
+        address = _block_kernel(rows, cols)
+        ptrs = (ctypes.c_void_p * 2)(view.ctypes.data, out.ctypes.data)
+        return CopyLaunch(address, ptrs, (ctypes.c_int64 * 1)(0), blocks, view)
     if len(shape) > RANK:
         return None
     shape = [1] * (RANK - len(shape)) + shape

@@ -74,3 +74,29 @@ def copy_module(name: str, element_bytes: int) -> ir.Module:
                 (i0, b.select(wrap1, b.add(i0, _c(1)), i0))])
     b.ret_void()
     return module
+
+
+def block_transpose_module(name: str, rows: int, cols: int) -> ir.Module:
+    """The module defining kernel `name`: each block of `rows` × `cols` f32 (blocks contiguous, one after
+    another) transposed to `cols` × `rows`, as one vector load, one shuffle and one store per block, for
+    blocks [begin, end) (`KernelFunction` ABI; ptrs: src, dst). This is the copy of a Transpose of the
+    last two axes of small sizes — a channel shuffle on channels-last tensors — which the strided kernel
+    does element by element."""
+    size = rows * cols
+    f32 = ir.FloatType()
+    vec = ir.VectorType(f32, size)
+    module = ir.Module(name)
+    ptr = ir.PointerType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ptrs, _, begin, end, _ = fn.args
+    src, dst = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr) for i in range(2))
+    order = ir.Constant(ir.VectorType(ir.IntType(32), size), [r * cols + c for c in range(cols) for r in range(rows)])
+    blocks = CountedLoop(b, "block", begin, end, 1)
+    blocks.enter()
+    offset = b.mul(blocks.index, _c(size))
+    block = b.load(b.gep(src, [offset], source_etype=f32), typ=vec, align=4)
+    b.store(b.shuffle_vector(block, ir.Constant(vec, None), order), b.gep(dst, [offset], source_etype=f32), align=4)
+    blocks.leave()
+    b.ret_void()
+    return module

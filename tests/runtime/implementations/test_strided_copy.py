@@ -68,3 +68,18 @@ def test_movement_steps_prepare_their_copy_once_while_their_arrays_stay(monkeypa
     other = rng.standard_normal((128, 12, 32), dtype=np.float32)
     np.testing.assert_array_equal(req.run({"x": other, "n": np.array([128])})[0], -other.transpose(1, 0, 2))
     assert prepared.count((12, 128, 32)) == 2
+
+
+@pytest.mark.parametrize("shape", [(1, 56, 56, 4, 28), (2, 20, 21, 3, 17), (1, 9, 9, 16, 40), (1, 64, 64, 2, 2)])
+def test_transposes_of_the_last_two_axes_go_block_by_block(shape):
+    """A channel shuffle on channels-last tensors: each pixel's rows × cols block transposed as one
+    vector shuffle; a block too large for that takes the strided kernel."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    view = x.transpose(0, 1, 2, 4, 3)
+    out = np.full(view.shape, np.nan, np.float32)
+    launch = strided_copy.prepare(view, out)
+    assert launch is not None
+    launch.run()
+    np.testing.assert_array_equal(out, view)
+    blocked = shape[3] * shape[4] <= strided_copy.MAX_BLOCK
+    assert (len(launch.dims) == 1) == blocked
