@@ -21,7 +21,7 @@ def _kernel(element_bytes: int) -> tuple[int, object]:
     return compile_kernel(copy_module(name, element_bytes), name)
 
 
-MAX_BLOCK = 512   # elements of a block transposed as one vector shuffle (a channel shuffle's pixel)
+MAX_BLOCK = 2048   # elements of a block transposed as one vector shuffle (a channel shuffle's pixel)
 
 
 def _block_transpose(shape: list[int], strides: list[int], size: int) -> bool:

@@ -70,7 +70,7 @@ def test_movement_steps_prepare_their_copy_once_while_their_arrays_stay(monkeypa
     assert prepared.count((12, 128, 32)) == 2
 
 
-@pytest.mark.parametrize("shape", [(1, 56, 56, 4, 28), (2, 20, 21, 3, 17), (1, 9, 9, 16, 40), (1, 64, 64, 2, 2)])
+@pytest.mark.parametrize("shape", [(1, 56, 56, 4, 28), (2, 20, 21, 3, 17), (1, 9, 9, 16, 40), (1, 64, 64, 2, 2), (1, 8, 8, 64, 40)])
 def test_transposes_of_the_last_two_axes_go_block_by_block(shape):
     """A channel shuffle on channels-last tensors: each pixel's rows × cols block transposed as one
     vector shuffle; a block too large for that takes the strided kernel."""
