@@ -28,6 +28,7 @@ from ...snippets.subgraph_compiler import CompiledSnippet
 from ...snippets.target_machine import TargetMachine
 
 MAGIC = b"SNIPJITK1\n"
+COMPILER_FOLDERS = ("snippets", "targets")   # the packages whose code turns a body into machine code
 
 
 def canonical_text(body: Graph) -> str:
@@ -45,9 +46,9 @@ def canonical_text(body: Graph) -> str:
 def compiler_fingerprint() -> str:
     """A hash of the code that turns a body into machine code (the Snippets compiler and the targets),
     so a changed compiler never reuses kernels an older one cached, even at the same version."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]   # snipjit/ (this file: snipjit/runtime/caches/)
     digest = hashlib.sha256()
-    for folder in ("snippets", "targets"):
+    for folder in COMPILER_FOLDERS:
         for path in sorted((root / folder).rglob("*.py")):
             digest.update(path.relative_to(root).as_posix().encode())
             digest.update(path.read_bytes())

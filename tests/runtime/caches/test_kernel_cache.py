@@ -240,3 +240,19 @@ def test_compiling_again_in_the_same_process_hits_memory(monkeypatch, tmp_path):
     assert second.plan[0].kernel.compiled is first.plan[0].kernel.compiled
     x, y = np.ones((4, 16), np.float32), np.full((4, 16), 2, np.float32)
     np.testing.assert_array_equal(second.run({"p": x, "q": y})[0], np.full((4, 16), 2.5, np.float32))
+
+
+def test_the_compiler_fingerprint_hashes_the_compilers_source(monkeypatch):
+    """A changed code generator must not reuse kernels an older one cached: the fingerprint reads the
+    Snippets compiler's and the targets' files (it once read none, after they moved)."""
+    read = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (read.append(self), real(self))[1])
+    kernel_cache.compiler_fingerprint.cache_clear()
+    try:
+        kernel_cache.compiler_fingerprint()
+    finally:
+        kernel_cache.compiler_fingerprint.cache_clear()
+    names = {p.as_posix() for p in read}
+    assert any(n.endswith("snipjit/targets/llvm/gemm.py") for n in names)
+    assert any("/snipjit/snippets/" in n for n in names)
