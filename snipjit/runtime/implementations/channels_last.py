@@ -2,8 +2,8 @@
 
 The `ChannelsLast` pass puts convolution regions on [N, H, W, C] (`snipjit.nhwc::Conv`, pools). Here
 a Conv runs as an implicit GEMM over its packed weights (`conv_launch`), a depthwise Conv and the pools
-as sliding-window vector kernels (`window_launch`), a ConvTranspose as a GEMM and a scatter of its
-columns (`conv_transpose_launch`); weights are packed once, when the step is built.
+as sliding-window vector kernels (`window_launch`), a ConvTranspose as stride² convolutions
+(`conv_transpose_launch`); weights are packed once, when the step is built.
 The epilogue the markup pass left to a Conv is absorbed: a per-channel bias Add joins the Conv's bias
 and Relu/Clip become a clamp, both applied in registers before the store; another activation is
 applied in place on the output afterwards.
@@ -217,13 +217,14 @@ class PoolKernel(WindowKernel):
 
 
 class ConvTransposeKernel(WindowKernel):
-    """A channels-last ConvTranspose: the GEMM of the pixels by the packed weights, then col2im."""
+    """A channels-last ConvTranspose: a convolution per sub-pixel phase (with dilation: a GEMM and col2im)."""
 
     def __init__(self, node: Node):
         super().__init__(node)
         w = node.inputs[1].data
         b = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else None
-        self.packed = conv_transpose_launch.pack_conv_transpose(w)
+        win = window_from_attrs(self.ctx, tuple(w.shape[2:]))
+        self.packed = conv_transpose_launch.pack_conv_transpose(w, win.strides, win.dilations)
         self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
 
     def kernel_size(self, x):

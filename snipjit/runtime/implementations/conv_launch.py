@@ -71,6 +71,17 @@ def pixel_rows(out: np.ndarray) -> bool:
     return out.strides[1] == out.shape[2] * out.strides[2] and out.strides[0] == out.shape[1] * out.strides[1]
 
 
+def _strided_pixels(out: np.ndarray) -> bool:
+    """An NHWC array whose channels are contiguous and whose pixels, rows and images do not overlap."""
+    if out.ndim != 4 or out.strides[3] != out.itemsize or any(s <= 0 or s % out.itemsize for s in out.strides):
+        return False
+    n, h, w, c = out.shape
+    row = (w - 1) * out.strides[2] + c * out.itemsize          # bytes from a row's first pixel to its end
+    image = (h - 1) * out.strides[1] + row
+    return out.strides[2] >= c * out.itemsize and (h < 2 or out.strides[1] >= row) \
+        and (n < 2 or out.strides[0] >= image)
+
+
 def _clamp_array(clamp: tuple[float, float] | None) -> np.ndarray | None:
     if clamp is None:
         return None
@@ -97,9 +108,9 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
         layout = "NCHW" if planar else "NHWC"
         raise ValueError(f"convolution of an image {tuple(x.shape)} ({layout}) by weights for {groups * cg} input "
                          f"channels in {groups} groups gives {expected}, not {tuple(out.shape)}")
-    if not (x.flags.c_contiguous and pixel_rows(out) and x.dtype == out.dtype == np.float32):
+    if not (x.flags.c_contiguous and _strided_pixels(out) and x.dtype == out.dtype == np.float32):
         raise ValueError("convolution operands must be float32 arrays, the input C-contiguous, the output "
-                         "too or a slice of a wider one's channels")
+                         "with contiguous channels")
     if residual is not None and (residual.shape != out.shape or residual.dtype != np.float32
                                  or not pixel_rows(residual)):
         raise ValueError(f"the residual added to a convolution must be float32 {list(out.shape)} with contiguous "
@@ -118,6 +129,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     clamp_values = _clamp_array(clamp)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
     dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=out.strides[2] // 4,
+                       c_image=out.strides[0] // 4, c_row=out.strides[1] // 4,
                        panels=split.panels, a_batch=cg * channel_stride, b_batch=packed.data[0].size, c_batch=n,
                        bias_batch=n,
                        chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w,

@@ -30,7 +30,9 @@ as a network's 3-channel first layer reads) and its rows are the output pixels
 (M = images·OH·OW); K runs over the window's taps, `cg` input channels each (B is the weights packed as
 [taps·cg, N], tap-major); for each tap and row the K loop reads `cg` contiguous channels of the input
 pixel under the tap, or the zero row where the tap falls into the padding. The batch index is the group:
-a_batch offsets A's channels, c_batch C's columns (ldc = all output channels). K blocks cover whole taps.
+a_batch offsets A's channels, c_batch C's columns. An output pixel's row of C lies at image · c_image +
+row · c_row + column · ldc (a dense output: ldc = all its channels; a strided view of a wider output
+too: the phases of a ConvTranspose). K blocks cover whole taps.
 
 No software prefetch: prefetching B 8 or 16 rows ahead measured no gain on AVX-512 or AVX2 (the K loop
 reads B and A's rows sequentially, which the hardware prefetchers follow), and A is not packed (the
@@ -52,7 +54,7 @@ DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
         "cg", "H", "W", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w",
-        "image_stride", "pixel_stride", "channel_stride", "ldr")
+        "image_stride", "pixel_stride", "channel_stride", "ldr", "c_image", "c_row")
 PTRS = ("A", "B", "C", "bias", "clamp", "zeros", "residual")
 
 
@@ -248,13 +250,13 @@ def _output_pixels(g: _Builder, rows: list, consecutive: bool) -> list:
     return pixels
 
 
-def _conv_taps(g: _Builder, p: _Panel, rows: list, acc: list, consecutive: bool) -> list:
-    """Accumulate the taps of the K block for output pixels `rows`: per tap, the K loop over `cg`
+def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
+    """Accumulate the taps of the K block for the rows' output pixels: per tap, the K loop over `cg`
     channels of each row's input pixel under the tap (the zero row in the padding)."""
     b, d, unroll = g.b, g.d, g.shape.unroll
     pixels = [(b.mul(image, d["image_stride"]), b.sub(b.mul(y, d["stride_h"]), d["pad_t"]),
                b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))   # (image offset, window's top row, left column)
-              for image, y, x in _output_pixels(g, rows, consecutive)]
+              for image, y, x in output_pixels]
     taps = CountedLoop(b, "tap", b.sdiv(p.k0, d["cg"]), b.sdiv(p.k1, d["cg"]), 1)
     carried = [[taps.phi(g.vec, value) for value in row] for row in acc]
     taps.enter()
@@ -271,7 +273,7 @@ def _conv_taps(g: _Builder, p: _Panel, rows: list, acc: list, consecutive: bool)
     summed, k = _k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb, a_stride)
     if unroll > 1:
         summed, _ = _k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb, a_stride)
-    taps.leave([(carried[j][v], summed[j][v]) for j in range(len(rows)) for v in range(len(acc[0]))])
+    taps.leave([(carried[j][v], summed[j][v]) for j in range(len(output_pixels)) for v in range(len(acc[0]))])
     return carried
 
 
@@ -292,7 +294,12 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
     multiples of lda."""
     b, d, shape = g.b, g.d, g.shape
     mr, vectors, lanes = len(rows), shape.vectors, shape.lanes
-    c_rows = [g.at(p.c_base, b.mul(r, d["ldc"])) for r in rows]
+    if shape.conv:   # an output pixel's row of C: image, row and column strides (C may be a strided view)
+        pixels = _output_pixels(g, rows, consecutive)
+        c_rows = [g.at(p.c_base, b.add(b.add(b.mul(image, d["c_image"]), b.mul(y, d["c_row"])), b.mul(x, d["ldc"])))
+                  for image, y, x in pixels]
+    else:
+        c_rows = [g.at(p.c_base, b.mul(r, d["ldc"])) for r in rows]
 
     def reload():   # a later K block continues the sums the previous one stored
         return [g.load(g.at(c_rows[j], _c(v * lanes)), p.masks[v]) for j in range(mr) for v in range(vectors)]
@@ -301,7 +308,7 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
     acc = [start[j * vectors:(j + 1) * vectors] for j in range(mr)]
     if shape.conv:
-        acc = _conv_taps(g, p, rows, acc, consecutive)
+        acc = _conv_taps(g, p, pixels, acc)
     else:
         a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
         acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)

@@ -112,8 +112,9 @@ def test_a_ceil_mode_pool_larger_than_its_input_is_one_window_over_all_of_it(cou
     dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 1]),
     dict(kernel_shape=[3, 2], strides=[3, 1], dilations=[2, 1], pads=[2, 0, 0, 0]),
     dict(kernel_shape=[1, 1]),
+    dict(kernel_shape=[2, 2], strides=[3, 3], output_padding=[2, 1]),   # phases without taps: the bias
 ])
-def test_conv_transpose_is_a_product_and_a_scatter(attrs):
+def test_conv_transpose_as_phase_convolutions_or_a_product_and_a_scatter(attrs):
     b = GraphBuilder()
     x = b.input("x", "f32", ["n", 7, 5, 6])
     y = b.ConvTranspose(b.Relu(b.Conv(x, b.const(randn(9, 7, 1, 1, scale=0.4)))),
