@@ -4,8 +4,9 @@ with activations in its convolutions needs a dozen variants, a few tenths of a s
 
 The key hashes the kernel's name (which spells out every parameter of its generator: block, lanes,
 unrolling, FMA, activation...), the CPU and features it is compiled for, the snipjit version and the
-compiler's source (the generators are part of it), so a hit builds no IR at all; an entry whose key or checksum differ, or that does not read back whole, is compiled
-again and overwritten — never trusted. `SNIPJIT_CACHE=0` turns the disk cache off.
+compiler's source (the generators are part of it), so a hit builds no IR at all. An entry whose key or
+checksum differ, or that does not read back whole, is compiled again and overwritten — never trusted.
+`SNIPJIT_CACHE=0` turns the disk cache off.
 """
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ MAGIC = b"SNIPJITO1\n"
 
 def native_kernel(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of kernel `name`, defined by `module()` (an
-    llvmlite module, built only when the cache has no entry; `name` must determine it) and chosen for the CPU and features `jit.host()` gave then: refused when SNIPJIT_ISA
-    has since selected another ISA level (its code would not fit the chosen shape)."""
+    llvmlite module, built only when the cache has no entry; `name` must determine it) and chosen for
+    the CPU and features `jit.host()` gave then: refused when SNIPJIT_ISA has since selected another ISA
+    level (its code would not fit the chosen shape)."""
     host = jit.host()
     if (host.cpu, host.features) != (cpu, features):
         raise RuntimeError(f"kernel {name} was chosen for another ISA level than SNIPJIT_ISA now selects "

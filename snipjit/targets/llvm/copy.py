@@ -15,15 +15,23 @@ from llvmlite import ir
 from .counted_loop import I64, CountedLoop, i64 as _c
 
 
-def copy_module(name: str, element_bytes: int) -> ir.Module:
-    """The module defining kernel `name`, copying elements of `element_bytes` bytes."""
-    elem = ir.IntType(8 * element_bytes)
+def _copy_function(name: str):
+    """A module with kernel `name` (`KernelFunction` ABI) begun: (module, function, builder at its entry,
+    (src, dst) loaded from ptrs, (dims, begin, end))."""
     module = ir.Module(name)
     ptr = ir.PointerType()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ptrs, dims, begin, end, _ = fn.args
     src, dst = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr) for i in range(2))
+    return module, fn, b, (src, dst), (dims, begin, end)
+
+
+def copy_module(name: str, element_bytes: int) -> ir.Module:
+    """The module defining kernel `name`, copying elements of `element_bytes` bytes."""
+    elem = ir.IntType(8 * element_bytes)
+    module, fn, b, (src, dst), (dims, begin, end) = _copy_function(name)
+    ptr = ir.PointerType()
     n0, n1, n2, n3, s0, s1, s2, s3 = (b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i in range(8))
     contiguous = b.icmp_signed("==", s3, _c(1))
 
@@ -85,12 +93,7 @@ def block_transpose_module(name: str, rows: int, cols: int) -> ir.Module:
     size = rows * cols
     f32 = ir.FloatType()
     vec = ir.VectorType(f32, size)
-    module = ir.Module(name)
-    ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    ptrs, _, begin, end, _ = fn.args
-    src, dst = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr) for i in range(2))
+    module, fn, b, (src, dst), (_, begin, end) = _copy_function(name)
     order = ir.Constant(ir.VectorType(ir.IntType(32), size), [r * cols + c for c in range(cols) for r in range(rows)])
     blocks = CountedLoop(b, "block", begin, end, 1)
     blocks.enter()
