@@ -87,12 +87,14 @@ def _decoder() -> onnx.ModelProto:
                                                         weight(f"{up}_b", out)], [up],
                                       kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1]))
         nodes.append(helper.make_node("Relu", [up], [up + "_r"]))
-        nodes.append(helper.make_node("Conv", [up + "_r", weight(f"{conv}_w", out, out, 3, 3), weight(f"{conv}_b", out)],
+        conv_inputs = [up + "_r", weight(f"{conv}_w", out, out, 3, 3), weight(f"{conv}_b", out)]
+        nodes.append(helper.make_node("Conv", conv_inputs,
                                       [conv], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
         nodes.append(helper.make_node("Relu", [conv], [conv + "_r"]))
         x, channels = conv + "_r", out
     nodes.append(helper.make_node("Conv", [x, weight("head_w", 2, channels, 1, 1)], ["y"], kernel_shape=[1, 1]))
-    graph = helper.make_graph(nodes, "decoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 14, 14])],
+    image = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 14, 14])
+    graph = helper.make_graph(nodes, "decoder", [image],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 112, 112])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.checker.check_model(model)

@@ -4,7 +4,8 @@
 
 The shapes are MobileNet-V2's depthwise 3×3 convolutions (N=1, bias, Relu6 clamp) and ResNet's 3×3
 stride-2 MaxPool. snipjit runs a prepared launch (`window_launch`, repeats=True) on an NHWC input into
-an NHWC output, both 64-byte aligned as the runtime's arena places them; ONNX Runtime runs a one-node ONNX model (Conv with group=C followed by Clip, or MaxPool)
+an NHWC output, both 64-byte aligned as the runtime's arena places them; ONNX Runtime runs a one-node
+ONNX model (Conv with group=C followed by Clip, or MaxPool)
 in NCHW with its input and output bound once (IOBinding), so its time includes whatever layout handling
 it does inside. The engines run in this one process, alternated round by round, each timed for a fixed
 time per round; the figure is the median over rounds, in microseconds per call.

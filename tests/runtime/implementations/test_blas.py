@@ -120,7 +120,8 @@ def test_conv_bias_relu_is_one_blas_step():
     x = randn(2, 8, 12, 12)
     got = fused.run({"x": x})[0]
     np.testing.assert_allclose(got, apart.run({"x": x})[0], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got, snipjit.compile(graph, channels_last=False, implementations={"reference"}).run({"x": x})[0],
+    reference = snipjit.compile(graph, channels_last=False, implementations={"reference"})
+    np.testing.assert_allclose(got, reference.run({"x": x})[0],
                                rtol=1e-5, atol=1e-5)
     assert got.min() == 0 and got.max() > 0
 
@@ -209,7 +210,8 @@ def test_packed_weights_are_held_once_and_the_graph_shows_it():
     np.testing.assert_allclose(out[1], 2 * (feeds["x"] @ shared), rtol=1e-5, atol=1e-5)
     held = [v for v in cm.graph.constants if is_held_placeholder(v.data)]
     from snipjit.ir.text import print_graph
-    assert len(held) == 2 and "<held by its kernels>" in print_graph(cm.graph, max_elems=None)   # only packed copies remain
+    # only packed copies remain
+    assert len(held) == 2 and "<held by its kernels>" in print_graph(cm.graph, max_elems=None)
 
 
 def test_compiling_a_compiled_models_graph_with_released_weights_is_refused():
