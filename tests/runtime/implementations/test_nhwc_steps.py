@@ -176,3 +176,19 @@ def test_a_residual_block_adds_its_shortcut_in_the_conv_kernel():
     convs = [s for s in cm.plan if s.kind == "nhwc"]
     assert [s.ops for s in convs] == [["Conv", "Relu"], ["Conv"], ["Conv", "Relu"]]
     assert len(convs[2].node.inputs) == 4 and not [s for s in cm.plan if s.kind == "snippet"]
+
+
+def test_any_image_size_without_recompiling():
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 3, "h", "w"])
+    y = b.Relu(b.Conv(x, b.const(randn(8, 3, 3, 3, scale=0.3)), b.const(randn(8)), pads=[1, 1, 1, 1], strides=[2, 2]))
+    y = b.MaxPool(b.Conv(y, b.const(randn(8, 1, 3, 3)), group=8, pads=[1, 1, 1, 1]), kernel_shape=[2, 2], strides=[2, 2])
+    b.output(b.GlobalAveragePool(b.Conv(y, b.const(randn(12, 8, 1, 1)))), "y")
+    graph = b.build()
+    cm = snipjit.compile(graph)
+    ref = snipjit.compile(graph, implementations={"reference"}, channels_last=False)
+    kernels = [s.kernel for s in cm.plan]
+    for shape in ((1, 3, 17, 23), (2, 3, 32, 32), (1, 3, 9, 40)):
+        xv = randn(*shape)
+        np.testing.assert_allclose(cm.run({"x": xv})[0], ref.run({"x": xv})[0], rtol=1e-4, atol=1e-4)
+    assert [s.kernel for s in cm.plan] == kernels
