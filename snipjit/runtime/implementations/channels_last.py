@@ -4,9 +4,9 @@ The `ChannelsLast` pass puts convolution regions on [N, H, W, C] (`snipjit.nhwc:
 a Conv runs as an implicit GEMM over its packed weights (`conv_launch`), a depthwise Conv and the pools
 as sliding-window vector kernels (`window_launch`), a ConvTranspose as stride² convolutions
 (`conv_transpose_launch`); weights are packed once, when the step is built.
-The epilogue the markup pass left to a Conv is absorbed: a per-channel bias Add joins the Conv's bias
-and Relu/Clip become a clamp, both applied in registers before the store; another activation is
-applied in place on the output afterwards.
+A Conv's residual input and activation (which the `ChannelsLast` pass gave it) are computed in its
+kernel's store; so is the epilogue the markup pass left to it: a per-channel bias Add joins the Conv's
+bias and Relu/Clip become a clamp. Another activation is applied in place on the output afterwards.
 """
 from __future__ import annotations
 
@@ -68,7 +68,6 @@ class WindowKernel(Kernel):
         """What runs on the output after the kernel (epilogues it could not take)."""
 
     def __call__(self, inputs):
-        x = inputs[0]
         shape = self.node.outputs[0].type.shape
         y = np.empty(shape if all(isinstance(d, int) for d in shape) else self.reference(inputs)[0].shape,
                      np.float32)
