@@ -4,11 +4,11 @@ The `ChannelsLast` graph pass moves regions of convolutions onto the layout [N, 
 channel axis is contiguous: the convolution kernels put output channels along the vector lanes, and
 the elementwise ops between convolutions broadcast per-channel operands along the last axis. Each op
 here has the attributes and meaning of its ONNX namesake, with the input and output transposed from
-NCHW to NHWC (the weights and bias of Conv and ConvTranspose keep their ONNX layout): its shape inference and reference
-kernel are the ONNX op's, wrapped in the two transposes. Conv's `input_layout = "NCHW"` reads an NCHW
-input (a network's image) and still gives an NHWC output; an optional fourth input, `residual` (NHWC, the
-output's shape), is added to it and then its `activation` (see `ACTIVATIONS`) applied, so the kernel can
-compute both before the store.
+NCHW to NHWC (the weights and bias of Conv and ConvTranspose keep their ONNX layout): its shape
+inference and reference kernel are the ONNX op's, wrapped in the two transposes. Conv's
+`input_layout = "NCHW"` reads an NCHW input (a network's image) and still gives an NHWC output; an
+optional fourth input, `residual` (NHWC, the output's shape), is added to it and then its `activation`
+(see `ACTIVATIONS`) applied, so the kernel can compute both before the store.
 """
 from __future__ import annotations
 
