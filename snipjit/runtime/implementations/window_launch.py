@@ -25,6 +25,7 @@ from .gemm_launch import available
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
 ITEMS_PER_THREAD = 8          # work items wanted per thread (the pool balances them between cores)
+REUSE_WIDTHS = (3, 5)         # kernel widths with a depthwise kernel reusing inputs across pixels (stride 1)
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,14 @@ class CompiledWindow:
     features: str
 
 
-def kernel_for(combine: str, activation: str = "") -> CompiledWindow:
-    """The window kernel combining taps with `combine` (and for `madd`, applying `activation`) at the
-    current ISA level."""
+def kernel_for(combine: str, activation: str = "", kw: int = 0) -> CompiledWindow:
+    """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
+    the variant for stride and dilation 1 and that kernel width) at the current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
     pixels, vectors = window_blocks(level.vector_registers)
-    shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation)
+    shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation, kw)
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -143,7 +144,7 @@ def _check_nhwc(name: str, a: np.ndarray) -> None:
 
 def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
             bias: np.ndarray | None, clamp: tuple[float, float] | None, include_pad: bool,
-            repeats: bool, activation: str = "") -> WindowLaunch | None:
+            repeats: bool, activation: str = "", reuse: bool = False) -> WindowLaunch | None:
     _check_nhwc("x", x)
     _check_nhwc("out", out)
     window.check()
@@ -156,7 +157,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
                          f"{[n, oh, ow, c]}")
     if not available():
         return None
-    kernel = kernel_for(combine, activation)
+    kernel = kernel_for(combine, activation, window.kernel[1] if reuse else 0)
     lanes, vectors = kernel.shape.lanes, kernel.shape.vectors
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
@@ -210,7 +211,8 @@ def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray |
         raise ValueError(f"bias has {np.size(bias)} values for {packed.channels} channels")
     if clamp is not None and len(clamp) != 2:
         raise ValueError(f"clamp must be (lo, hi), got {clamp!r}")
-    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation)
+    reuse = window.strides == (1, 1) and window.dilations == (1, 1) and window.kernel[1] in REUSE_WIDTHS
+    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation, reuse)
 
 
 def prepare_pool(kind: str, x: np.ndarray, out: np.ndarray, window: Window, count_include_pad: bool = False,

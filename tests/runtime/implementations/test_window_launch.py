@@ -96,6 +96,51 @@ def test_depthwise_activation_before_the_clamp(level, activation, fn):
         check(out, ref)
 
 
+# (N, H, W, C), kernel, pads: stride and dilation 1, the kernel widths with a variant reusing inputs
+REUSE_CASES = [
+    ((2, 9, 30, 37), (3, 3), (1, 1, 1, 1)),     # batch, odd C: whole blocks, half blocks, the tail
+    ((1, 6, 7, 19), (3, 3), (1, 1, 1, 1)),      # 5 interior columns: half a block and single pixels
+    ((1, 5, 4, 5), (3, 3), (1, 1, 1, 1)),       # narrower than a block, C below the vector width
+    ((1, 1, 26, 33), (3, 3), (1, 1, 1, 1)),     # H = 1
+    ((2, 11, 29, 45), (5, 5), (2, 2, 2, 2)),
+    ((1, 7, 9, 3), (5, 5), (0, 2, 1, 0)),       # asymmetric pads
+    ((1, 1, 21, 64), (3, 5), (1, 2, 1, 2)),     # H = 1, KH != KW
+    ((1, 12, 40, 160), (5, 3), (2, 1, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("case", REUSE_CASES,
+                         ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}{case[1][1]}")
+def test_depthwise_reusing_inputs_across_pixels(level, case):
+    shape, kernel, pads = case
+    window = wl.Window(kernel, (1, 1), pads)
+    rng = np.random.default_rng(sum(shape) + kernel[1])
+    x, weights, bias = nhwc(rng, *shape), nhwc(rng, shape[3], 1, *kernel), nhwc(rng, shape[3])
+    packed = wl.pack_depthwise(weights)
+    silu = ("silu", lambda y: y / (1 + np.exp(-y)))
+    for (with_bias, clamp), (activation, fn) in [(e, a) for e in EPILOGUES for a in (("", None), silu)]:
+        b = bias if with_bias else None
+        ref = reference(x, "madd", window, weights, b)
+        ref = ref if fn is None else fn(ref)
+        ref = ref if clamp is None else np.clip(ref, *clamp)
+        out = np.full(ref.shape, np.nan, np.float32)
+        launch = wl.prepare_depthwise(x, packed, b, clamp, out, window, activation=activation)
+        assert launch.kernel.shape.kw == kernel[1]
+        launch.run()
+        check(out, ref)
+
+
+@pytest.mark.parametrize("window", [wl.Window((3, 3), (2, 2), (1, 1, 1, 1)),
+                                    wl.Window((3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+                                    wl.Window((7, 7), (1, 1), (3, 3, 3, 3)), wl.Window((3, 3), (1, 2), (1, 1, 1, 1))])
+def test_other_depthwise_windows_keep_the_kernel_without_reuse(window):
+    x = np.zeros((1, 9, 9, 8), np.float32)
+    out = np.zeros((1, *window.output_size(9, 9), 8), np.float32)
+    launch = wl.prepare_depthwise(x, wl.pack_depthwise(np.zeros((8, 1, *window.kernel), np.float32)), None, None,
+                                  out, window)
+    assert launch.kernel.shape.kw == 0
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}{case[1][1]}")
 def test_pools(level, case):
     shape, kernel, strides, dilations, pads = case

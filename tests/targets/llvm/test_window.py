@@ -12,9 +12,9 @@ from snipjit.targets.llvm.window import COMBINES, WindowKernel, window_blocks, w
 
 
 
-def kernel(combine: str, level: isa.IsaLevel) -> WindowKernel:
+def kernel(combine: str, level: isa.IsaLevel, kw: int = 0) -> WindowKernel:
     pixels, vectors = window_blocks(level.vector_registers)
-    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add)
+    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw)
 
 
 def functions(asm: str) -> dict[str, str]:
@@ -28,11 +28,12 @@ def masked(text: str) -> bool:
 
 
 @pytest.mark.parametrize("cpu, level", CPUS)
-@pytest.mark.parametrize("combine", COMBINES)
-def test_masks_only_in_the_channel_tail(cpu, level, combine):
-    shape = kernel(combine, level)
+@pytest.mark.parametrize("combine, kw", [(combine, 0) for combine in COMBINES] + [("madd", 3)])
+def test_masks_only_in_the_channel_tail(cpu, level, combine, kw):
+    shape = kernel(combine, level, kw)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
-    assert len(bodies) == 10   # the kernel, 3 pixel blocks × (vectors, one vector, masked tail)
+    # the kernel, 3 pixel blocks × (vectors, one vector, masked tail)
+    assert len(bodies) == 1 + 3 * len({(shape.vectors, False), (1, False), (1, True)})
     for name, body in bodies.items():
         assert masked(body) == name.endswith("_masked"), name
     if level is isa.AVX2:
@@ -40,15 +41,28 @@ def test_masks_only_in_the_channel_tail(cpu, level, combine):
 
 
 @pytest.mark.parametrize("cpu, level", CPUS)
-def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level):
-    shape = kernel("madd", level)
-    body = functions(jit.assembly_for(window_module(shape), cpu))[
-        f"{shape.name}_{shape.pixels}x{shape.vectors}"]
-    loop = max(innermost_loops(body), key=lambda lines: sum("vfmadd" in line for line in lines))
+@pytest.mark.parametrize("kw", [0, 3, 5])
+def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, kw):
+    """kw: the variant reusing inputs, its interior blocks one kh loop per channel vector, each loading a
+    kernel row's pixels + kw - 1 input columns and kw weight vectors once."""
+    shape = kernel("madd", level, kw)
+    bodies = functions(jit.assembly_for(window_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
-    fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
-    assert fmas >= shape.pixels * shape.vectors and fmas % (shape.pixels * shape.vectors) == 0
-    assert not [line for line in loop if masked(line) or re.search(r"\(%rsp\).*mm|mm.*\(%rsp\)", line)]
+    for pixels in (shape.pixels, shape.pixels // 2):
+        loops = [loop for loop in innermost_loops(bodies[f"{shape.name}_{pixels}x{shape.vectors}"])
+                 if any("vfmadd" in line for line in loop)]
+        if not kw:
+            loops = [max(loops, key=lambda lines: sum("vfmadd" in line for line in lines))]
+        assert len(loops) == (shape.vectors if kw else 1)
+        for loop in loops:
+            fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
+            per_pass = pixels * kw if kw else pixels * shape.vectors   # a kernel row's, or a tap's
+            assert fmas >= per_pass and fmas % per_pass == 0
+            assert not [line for line in loop if masked(line) or re.search(r"\(%rsp\).*mm|mm.*\(%rsp\)", line)]
+            if kw:
+                loads = sum(re.search(rf"vmovups\s+\S*\(.*%{register}|vfmadd\w+\s+\S*\(", line) is not None
+                            for line in loop)
+                assert loads <= fmas // per_pass * (pixels + 2 * kw - 1), "\n".join(loop)
 
 
 def test_the_portable_level_multiplies_and_adds_without_library_calls():
@@ -61,3 +75,5 @@ def test_the_portable_level_multiplies_and_adds_without_library_calls():
 def test_an_unknown_combine_is_refused():
     with pytest.raises(ValueError, match="combine"):
         WindowKernel("min", 4, 2, 8)
+    with pytest.raises(ValueError, match="only madd"):
+        WindowKernel("max", 4, 2, 8, kw=3)
