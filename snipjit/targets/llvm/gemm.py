@@ -306,7 +306,7 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
 
     start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
-    acc = [start[j * vectors:(j + 1) * vectors] for j in range(mr)]
+    acc = _by_rows(start, vectors)
     if shape.conv:
         acc = _conv_taps(g, p, pixels, acc)
     else:
@@ -317,25 +317,21 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
 
     def store(masked: bool, final: bool = False):
         def emit():
-            values = acc
-            if final:   # (the residual, the activation and the clamp apply to final sums only)
-                values = _with_residual(g, p, rows, values, masked)
-            if final and shape.activation:
+            if not final:   # (earlier K blocks store partial sums)
+                return write(masked, acc)()
+            values = _with_residual(g, p, rows, acc, masked)
+            if shape.activation:
                 values = [[_activation(g, value) for value in row] for row in values]
-            if final:   # (a clamp applies to final values; earlier K blocks store partial sums)
-                clamps = b.icmp_unsigned("!=", g.pointer("clamp"), g.null)
-                return g.branches(clamps, write(masked, values, clamped=True), write(masked, values))
-            return write(masked, values)()
+            clamps = b.icmp_unsigned("!=", g.pointer("clamp"), g.null)
+            return g.branches(clamps, write(masked, values, clamped=True), write(masked, values))
         return emit
 
     def write(masked: bool, values: list, clamped: bool = False):
         def emit():   # (the clamp's bounds are loaded here, in the branch where its pointer is not null)
-            nonlocal values
-            if clamped:
-                values = _clamp(g, values)
+            stored = _clamp(g, values) if clamped else values
             for j in range(mr):
                 for v in range(vectors):
-                    g.store(values[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
+                    g.store(stored[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
             return []
         return emit
 
@@ -361,9 +357,13 @@ def _with_residual(g: _Builder, p: _Panel, rows: list, values: list, masked: boo
                     for v, value in enumerate(values[j])]
         return out
 
-    flat = g.branches(b.icmp_unsigned("!=", residual, g.null), added, lambda: [v for row in values for v in row])
-    width = len(values[0])
-    return [flat[j * width:(j + 1) * width] for j in range(len(values))]
+    return _by_rows(g.branches(b.icmp_unsigned("!=", residual, g.null), added,
+                               lambda: [v for row in values for v in row]), len(values[0]))
+
+
+def _by_rows(flat: list, width: int) -> list:
+    """A row-major list of accumulators (as `branches` merges them) as rows of `width`."""
+    return [flat[j:j + width] for j in range(0, len(flat), width)]
 
 
 def _activation(g: _Builder, value):
