@@ -22,7 +22,13 @@ from .registry import OpContext, get_op, register
 DOMAIN = "snipjit.nhwc"
 TO_NHWC = (0, 2, 3, 1)     # an NCHW tensor's axes, permuted to NHWC
 TO_NCHW = (0, 3, 1, 2)
-OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+OPS = ("Conv", "ConvTranspose", *POOLS)
+
+
+def is_depthwise(weights_shape: tuple, group: int) -> bool:
+    """A Conv of one input channel per group and one group per output channel (the window kernel's)."""
+    return weights_shape[1] == 1 and group == weights_shape[0] and group > 1
 
 
 def _permuted(t: TensorType | None, perm: tuple[int, ...]) -> TensorType | None:

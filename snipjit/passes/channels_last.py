@@ -33,10 +33,9 @@ import numpy as np
 from ..ir.dtypes import f32
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ops import get_op, has_op
-from ..ops.channels_last import DOMAIN, TO_NCHW, TO_NHWC
+from ..ops.channels_last import DOMAIN, POOLS, TO_NCHW, TO_NHWC, is_depthwise
 from .constant_analysis import FreshNames
 
-POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
 IMAGE_CHANNELS = 4   # a Conv of at most this many NCHW channels reads them in place
 META = "channels_last"
 
@@ -180,7 +179,7 @@ class _ChannelsLast:
         for conv in [n for n in nodes if n.domain == DOMAIN and n.op == "Conv" and len(n.inputs) <= 3]:
             out, w = conv.outputs[0], conv.inputs[1].data
             readers = [n for n, _ in uses.get(out, [])]
-            if out in self.outputs or len(readers) != 1 or (w.shape[1] == 1 and w.shape[0] > 1):
+            if out in self.outputs or len(readers) != 1 or is_depthwise(w.shape, conv.attrs.get("group", 1)):
                 continue
             add = readers[0]
             other = [v for v in add.inputs if v is not out]
@@ -340,4 +339,4 @@ def channels_last(graph: Graph, options: dict | None = None) -> Graph:
     return _ChannelsLast(graph).run()
 
 
-__all__ = ["channels_last", "Summary", "META", "POOLS"]
+__all__ = ["channels_last", "Summary", "META"]

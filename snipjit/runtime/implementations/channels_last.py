@@ -16,7 +16,7 @@ import numpy as np
 
 from ...ir.graph import Node
 from ...ops import get_op
-from ...ops.channels_last import DOMAIN
+from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
 from . import conv_launch, conv_transpose_launch, window_launch
@@ -61,6 +61,11 @@ class WindowKernel(Kernel):
     def kernel_size(self, x: np.ndarray) -> tuple[int, ...]:
         raise NotImplementedError
 
+    def takes(self, x: np.ndarray, y: np.ndarray) -> bool:
+        """Whether the native kernel takes these arrays (else the reference computes the step)."""
+        y_fits = conv_launch.pixel_rows(y) if self.writes_channel_slices else y.flags.c_contiguous
+        return x.dtype == np.float32 and x.flags.c_contiguous and y_fits
+
     def prepare(self, inputs: Sequence[np.ndarray], y: np.ndarray, repeats: bool):
         raise NotImplementedError
 
@@ -102,26 +107,37 @@ class WindowKernel(Kernel):
         return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
 
 
-class ConvKernel(WindowKernel):
+class WeightedKernel(WindowKernel):
+    """A Conv or ConvTranspose: constant weights [.., .., KH, KW] (packed by the subclass, which keeps
+    them: the program releases the graph's copy) and an optional bias."""
+
+    def __init__(self, node: Node):
+        super().__init__(node)
+        b = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else None
+        self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
+
+    def kernel_size(self, x):
+        return tuple(self.node.inputs[1].data.shape[2:])
+
+    def holds_input(self, index: int) -> bool:
+        return index == 1
+
+
+class ConvKernel(WeightedKernel):
     """A channels-last Conv: depthwise on the window kernel, any other on the implicit GEMM."""
 
     def __init__(self, node: Node):
         super().__init__(node)
         w = node.inputs[1].data
-        b = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else None
         group = self.attrs["group"]
         self.out_channels = w.shape[0]
         self.planar = self.attrs["input_layout"] == "NCHW"   # (a network's image, read in place)
         self.activation = self.attrs["activation"]            # (before any absorbed epilogue)
-        self.depthwise = w.shape[1] == 1 and group == w.shape[0] and group > 1 and not self.planar
+        self.depthwise = is_depthwise(w.shape, group) and not self.planar
         self.packed = window_launch.pack_depthwise(w) if self.depthwise else conv_launch.pack_conv(w, group)
-        self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
         self.added: np.ndarray | None = None              # absorbed bias Adds, summed
         self.clamp: tuple[float, float] | None = None
         self.epilogue: list[tuple[str, np.ndarray | None, dict]] = []   # applied after the kernel
-
-    def kernel_size(self, x):
-        return tuple(self.node.inputs[1].data.shape[2:])
 
     def spatial(self, x):
         return tuple(x.shape[2:4]) if self.planar else tuple(x.shape[1:3])
@@ -159,8 +175,7 @@ class ConvKernel(WindowKernel):
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]
-        y_fits = conv_launch.pixel_rows(y) if self.writes_channel_slices else y.flags.c_contiguous
-        if x.dtype != np.float32 or not x.flags.c_contiguous or not y_fits:
+        if not self.takes(x, y):
             return None
         geometry, bias = self.geometry(x), self._total_bias()
         residual = inputs[3] if len(inputs) > 3 else None
@@ -186,9 +201,6 @@ class ConvKernel(WindowKernel):
         for op, b, attrs in self.epilogue:
             EPILOGUES[op](y, b, attrs)
 
-    def holds_input(self, index: int) -> bool:
-        return index == 1
-
 
 class PoolKernel(WindowKernel):
     """A channels-last MaxPool, AveragePool or global pool."""
@@ -203,7 +215,7 @@ class PoolKernel(WindowKernel):
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]
-        if x.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+        if not self.takes(x, y):
             return None
         if self.is_global:
             return window_launch.prepare_global_pool(self.kind, x, y, repeats)
@@ -215,23 +227,18 @@ class PoolKernel(WindowKernel):
         return window_launch.prepare_pool(self.kind, x, y, window, include_pad, repeats)
 
 
-class ConvTransposeKernel(WindowKernel):
+class ConvTransposeKernel(WeightedKernel):
     """A channels-last ConvTranspose: a convolution per sub-pixel phase (with dilation: a GEMM and col2im)."""
 
     def __init__(self, node: Node):
         super().__init__(node)
         w = node.inputs[1].data
-        b = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else None
         win = window_from_attrs(self.ctx, tuple(w.shape[2:]))
         self.packed = conv_transpose_launch.pack_conv_transpose(w, win.strides, win.dilations)
-        self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
-
-    def kernel_size(self, x):
-        return tuple(self.node.inputs[1].data.shape[2:])
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]
-        if x.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+        if not self.takes(x, y):
             return None
         win = window_from_attrs(self.ctx, self.kernel_size(x))
         out, begin = conv_transpose_geometry(self.ctx, self.spatial(x), win.kernel)
@@ -239,9 +246,6 @@ class ConvTransposeKernel(WindowKernel):
             return None
         geometry = conv_transpose_launch.TransposeGeometry(win.kernel, win.strides, win.dilations, tuple(begin))
         return conv_transpose_launch.prepare_conv_transpose(x, self.packed, y, geometry, self.bias, repeats)
-
-    def holds_input(self, index: int) -> bool:
-        return index == 1
 
 
 def accepts(node: Node, options: dict) -> bool:
@@ -254,7 +258,7 @@ def build(node: Node, options: dict) -> Kernel:
         return ConvKernel(node)
     if node.op == "ConvTranspose":
         return ConvTransposeKernel(node)
-    if node.op in ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"):
+    if node.op in POOLS:
         return PoolKernel(node)
     raise NotApplicable
 
