@@ -28,6 +28,7 @@ from ...snippets.subgraph_compiler import CompiledSnippet
 from ...snippets.target_machine import TargetMachine
 
 MAGIC = b"SNIPJITK1\n"
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # snipjit/ (this file: snipjit/runtime/caches/)
 COMPILER_FOLDERS = ("snippets", "targets")   # the packages whose code turns a body into machine code
 
 
@@ -46,7 +47,7 @@ def canonical_text(body: Graph) -> str:
 def compiler_fingerprint() -> str:
     """A hash of the code that turns a body into machine code (the Snippets compiler and the targets),
     so a changed compiler never reuses kernels an older one cached, even at the same version."""
-    root = Path(__file__).resolve().parents[2]   # snipjit/ (this file: snipjit/runtime/caches/)
+    root = PACKAGE_ROOT
     digest = hashlib.sha256()
     for folder in COMPILER_FOLDERS:
         for path in sorted((root / folder).rglob("*.py")):
@@ -147,27 +148,44 @@ def write_atomically(path: Path, data: bytes) -> None:
         pass
 
 
+def seal(key: str, payload: bytes, **header) -> bytes:
+    """The bytes of a disk entry: MAGIC, a JSON header (the key, the payload's checksum, `header`), the
+    payload (a kernel's binary)."""
+    text = json.dumps({"key": key, "sha256": hashlib.sha256(payload).hexdigest(), **header}).encode()
+    return MAGIC + len(text).to_bytes(8, "little") + text + payload
+
+
+def unseal(data: bytes, key: str) -> tuple[dict, bytes] | None:
+    """(header, payload) of an entry; None when it is not whole or not the entry of `key`."""
+    try:
+        if not data.startswith(MAGIC):
+            return None
+        start = len(MAGIC) + 8
+        header_len = int.from_bytes(data[len(MAGIC):start], "little")
+        header, payload = json.loads(data[start:start + header_len]), data[start + header_len:]
+        checksum = hashlib.sha256(payload).hexdigest()
+        if not isinstance(header, dict) or header.get("key") != key or header.get("sha256") != checksum:
+            return None
+        return header, payload
+    except ValueError:   # truncated or malformed
+        return None
+
+
 def encode_entry(key: str, target: TargetMachine, compiled: CompiledSnippet) -> bytes | None:
     """A kernel as the bytes of a disk entry (None: the target has no binary to store)."""
     binary = target.kernel_binary(compiled.kernel)
     if binary is None:
         return None
-    header = json.dumps({"key": key, "name": compiled.kernel.name, "meta": compiled.metadata(),
-                         "sha256": hashlib.sha256(binary).hexdigest()}).encode()
-    return MAGIC + len(header).to_bytes(8, "little") + header + binary
+    return seal(key, binary, name=compiled.kernel.name, meta=compiled.metadata())
 
 
 def decode_entry(data: bytes, key: str, target: TargetMachine) -> CompiledSnippet | None:
     """The kernel an entry holds, loaded; None when it is not whole or not the entry of `key`."""
     try:
-        if not data.startswith(MAGIC):
+        sealed = unseal(data, key)
+        if sealed is None:
             return None
-        header_len = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little")
-        start = len(MAGIC) + 8
-        header = json.loads(data[start:start + header_len])
-        payload = data[start + header_len:]
-        if header.get("key") != key or header.get("sha256") != hashlib.sha256(payload).hexdigest():
-            return None
+        header, payload = sealed
         kernel = target.load_kernel(payload, header["name"])
         return CompiledSnippet.from_metadata(kernel, header["meta"])
     except Exception:   # noqa: BLE001 - truncated, malformed or stale: compile again

@@ -20,10 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...targets import isa
-from .kernel_cache import default_directory
-
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # snipjit/ (this file: snipjit/runtime/caches/)
+from .kernel_cache import PACKAGE_ROOT, default_directory
 
 
 def package_sources(root: Path = PACKAGE_ROOT) -> list[Path]:

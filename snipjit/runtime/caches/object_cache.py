@@ -11,7 +11,6 @@ checksum differ, or that does not read back whole, is compiled again and overwri
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -19,9 +18,7 @@ from ...snippets.target_machine import KernelFunction
 from ...targets.llvm import jit
 from ...targets.llvm.objects import compile_to_object, load_object
 from ...version import __version__
-from .kernel_cache import compiler_fingerprint, default_directory, write_atomically
-
-MAGIC = b"SNIPJITO1\n"
+from .kernel_cache import compiler_fingerprint, default_directory, seal, unseal, write_atomically
 
 
 def native_kernel(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[int, object]:
@@ -41,29 +38,15 @@ def native_kernel(module: Callable[[], object], name: str, cpu: str, features: s
     if data is None:
         data, _ = compile_to_object(str(module()))
         if path is not None:
-            write_atomically(path, _entry(key, data))
+            write_atomically(path, seal(key, data))
     loaded = load_object(data)
     return loaded.engine.get_function_address(name), loaded.cfunc(name, None, *KernelFunction.ARGTYPES)
 
 
-def _entry(key: str, data: bytes) -> bytes:
-    header = json.dumps({"key": key, "sha256": hashlib.sha256(data).hexdigest()}).encode()
-    return MAGIC + len(header).to_bytes(8, "little") + header + data
-
-
 def _read(path: Path | None, key: str) -> bytes | None:
-    """The object code of an entry, when it is whole and the entry of `key`."""
-    if path is None or not path.exists():
-        return None
+    """The object code of the entry at `path`, when it is whole and the entry of `key`."""
     try:
-        raw = path.read_bytes()
-        if not raw.startswith(MAGIC):
-            return None
-        start = len(MAGIC) + 8
-        size = int.from_bytes(raw[len(MAGIC):start], "little")
-        header, data = json.loads(raw[start:start + size]), raw[start + size:]
-        if header.get("key") != key or header.get("sha256") != hashlib.sha256(data).hexdigest():
-            return None
-        return data
-    except (OSError, ValueError):
+        sealed = None if path is None or not path.exists() else unseal(path.read_bytes(), key)
+    except OSError:
         return None
+    return None if sealed is None else sealed[1]

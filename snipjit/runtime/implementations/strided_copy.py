@@ -32,15 +32,10 @@ def _block_transpose(shape: list[int], strides: list[int], size: int) -> bool:
 
 
 @functools.cache
-def _block_kernel(rows: int, cols: int) -> int:
+def _block_kernel(rows: int, cols: int) -> tuple[int, object]:
     from ...targets.llvm.copy import block_transpose_module
     name = f"snipjit_block_transpose_{rows}x{cols}"
-    address, fn = compile_kernel(block_transpose_module(name, rows, cols), name)
-    _KEEP.append(fn)
-    return address
-
-
-_KEEP: list = []   # the block kernels' callables, which keep their code alive
+    return compile_kernel(block_transpose_module(name, rows, cols), name)
 
 
 def collapse(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], list[int]]:
@@ -89,7 +84,7 @@ def prepare(view: np.ndarray, out: np.ndarray) -> CopyLaunch | None:
     shape, strides = collapse(view.shape, tuple(s // size for s in view.strides))
     if _block_transpose(shape, strides, size):
         blocks, cols, rows = shape
-        address = _block_kernel(rows, cols)
+        address, _ = _block_kernel(rows, cols)
         ptrs = (ctypes.c_void_p * 2)(view.ctypes.data, out.ctypes.data)
         return CopyLaunch(address, ptrs, (ctypes.c_int64 * 1)(0), blocks, view)
     if len(shape) > RANK:
