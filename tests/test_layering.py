@@ -22,7 +22,7 @@ LAYERS = [
     ("snipjit.frontend", "snipjit.passes"),           # ONNX in, graph passes
     ("snipjit.runtime",),                             # programs, requests, threads, caches
     ("snipjit.compiler", "snipjit.builder", "snipjit.backend"),   # the API
-    ("snipjit.cli", "snipjit.visualize", "snipjit.benchmark", "snipjit"),  # tools, the front door
+    ("snipjit.cli", "snipjit.visualize", "snipjit.benchmark", "snipjit.integrations", "snipjit"),  # tools, front door
 ]
 RUNTIME_LAYERS = [
     ("snipjit.runtime.errors",),
