@@ -13,11 +13,22 @@ from .compiler import CompiledModel, compile as compile_model
 from .ir.graph import Graph, Value
 
 
-def random_feed(v: Value, dims: dict[str, int], rng: np.random.Generator, int_high: int = 10) -> np.ndarray:
-    """A random array matching an input's type; dynamic dims take `dims[name]` or 1; integers are in
-    [0, int_high)."""
-    shape = [d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1
-             for d in (v.type.shape or ())]
+def input_shape(v: Value, dims: dict[str, int], batch: int | None = None) -> list[int]:
+    """An input's shape with its dynamic dims sized: the first by `batch` when given (an error if it is
+    fixed to another size), named ones by `dims[name]`, the others 1."""
+    shape = list(v.type.shape or ())
+    if batch is not None and shape:
+        first = shape[0]
+        if isinstance(first, int) and first != batch:
+            raise ValueError(f"--batch {batch}: input {v.name!r} has a fixed batch size of {first} ({v.type})")
+        shape[0] = batch
+    return [d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in shape]
+
+
+def random_feed(v: Value, dims: dict[str, int], rng: np.random.Generator, int_high: int = 10,
+                batch: int | None = None) -> np.ndarray:
+    """A random array matching an input's type, shaped by `input_shape`; integers are in [0, int_high)."""
+    shape = input_shape(v, dims, batch)
     dt = v.type.dtype
     if dt.is_float:
         return rng.standard_normal(shape).astype(dt.np)
@@ -92,20 +103,46 @@ def cmd_explain(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .benchmark import compare, format_table
+    import dataclasses
+    import json
+
+    from .bench_modes import Settings, usable_cores
+    from .benchmark import measure
     from .compiler import load_graph
+    threads = usable_cores() if args.threads is None else args.threads
+    streams = (threads if args.mode == "throughput" else 1) if args.streams is None else args.streams
+    settings = Settings(args.mode, streams, threads, args.time, args.rounds, args.batch or 1)
     inputs = load_graph(args.model).inputs
     dims = _parse_dims(args.dim or [])
+    if args.batch is not None:   # a named batch dim takes the size wherever else it appears
+        named = {v.type.shape[0] for v in inputs if v.type.shape and isinstance(v.type.shape[0], str)}
+        clash = sorted(name for name in named if dims.get(name, args.batch) != args.batch)
+        if clash:
+            raise ValueError(f"--batch {args.batch} contradicts --dim {clash[0]}={dims[clash[0]]}")
+        dims |= dict.fromkeys(named, args.batch)
     unset = sorted({d for v in inputs for d in v.type.shape or () if isinstance(d, str) and d not in dims})
+    report = sys.stderr if args.json == "-" else sys.stdout   # stdout is the JSON's
     if unset:
-        print(f"dynamic dimensions set to 1: {', '.join(unset)} (choose with --dim NAME=SIZE)")
+        print(f"dynamic dimensions set to 1: {', '.join(unset)} (choose with --dim NAME=SIZE)", file=report)
     rng = np.random.default_rng(0)
     # Integers are 0 or 1: valid indices into any table (token ids, token types) and valid masks.
-    feeds = {v.name: random_feed(v, dims, rng, int_high=2) for v in inputs}
+    feeds = {v.name: random_feed(v, dims, rng, int_high=2, batch=args.batch) for v in inputs}
+    if args.batch is None:   # samples per inference: the first dim the inputs share, if they do
+        firsts = {a.shape[0] for a in feeds.values() if a.ndim}
+        settings = dataclasses.replace(settings, batch=firsts.pop() if len(firsts) == 1 else 1)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    timings = compare(args.model, feeds, engines, rounds=args.rounds, threads=args.threads)
-    print(", ".join(f"{name} {a.dtype}[{'x'.join(map(str, a.shape))}]" for name, a in feeds.items()))
-    print(format_table(timings))
+    print(", ".join(f"{name} {a.dtype}[{'x'.join(map(str, a.shape))}]" for name, a in feeds.items()) +
+          f"; {settings.mode} mode, streams {settings.streams}, threads {settings.threads}, batch {settings.batch}, "
+          f"{settings.seconds:g} s per engine", file=report)
+    result = measure(args.model, feeds, engines, settings, startup=not args.no_startup)
+    print(result.table(), file=report)
+    if args.json:
+        text = json.dumps(result.as_json(), indent=2, allow_nan=False)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n")
+            print(f"wrote {args.json}", file=report)
     return 0
 
 
@@ -171,15 +208,24 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--kernels", action="store_true", help="also each generated kernel's Linear IR")
     ex.add_argument("--dot", metavar="FILE", help="write a Graphviz picture of the compiled model")
     ex.add_argument("--svg", metavar="FILE", help="render the picture to SVG (needs Graphviz)")
-    bench = sub.add_parser("bench", help="time a model against ONNX Runtime and OpenVINO, where installed, "
-                           "with random inputs (the repository's bench/ suite does more)")
+    bench = sub.add_parser("bench", help="measure a model's latency or throughput against ONNX Runtime and "
+                           "OpenVINO, where installed, with random inputs (the repository's bench/ suite does more)")
     bench.add_argument("model")
     bench.add_argument("--engines", default=",".join(DEFAULT_ENGINES),
                        help=f"comma-separated, from {', '.join(MODEL_ENGINES)} (default: %(default)s)")
+    bench.add_argument("--mode", default="latency", help="latency (one stream, default) or throughput "
+                       "(concurrent streams, inferences per second)")
+    bench.add_argument("--streams", type=int, help="concurrent streams in throughput mode (default: one per thread)")
+    bench.add_argument("--threads", type=int, help="threads of each engine, shared by its streams "
+                       "(default: the usable cores)")
+    bench.add_argument("--time", type=float, default=2.0, metavar="SECONDS",
+                       help="measured time of each engine, spread over the rounds (default: %(default)s)")
     bench.add_argument("--rounds", type=int, default=5, help="rounds of alternating engines (default: 5)")
-    bench.add_argument("--threads", type=int, default=2, help="threads of ONNX Runtime and OpenVINO (default: 2); "
-                       "snipjit's are SNIPJIT_NUM_THREADS, else all cores")
+    bench.add_argument("--batch", type=int, help="size of the first dimension of every input")
     bench.add_argument("--dim", action="append", metavar="NAME=SIZE", help="size of a named dynamic dim (default 1)")
+    bench.add_argument("--json", metavar="PATH", help="also write every figure and setting as JSON (-: stdout)")
+    bench.add_argument("--no-startup", action="store_true", help="skip timing snipjit's cold and warm compile "
+                       "and first inference (each in a fresh process)")
     args = parser.parse_args(argv)
     commands = {"run": cmd_run, "explain": cmd_explain, "bench": cmd_bench, None: cmd_demo, "demo": cmd_demo}
     try:
