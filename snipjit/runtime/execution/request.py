@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -17,6 +18,8 @@ import numpy as np
 from ...ir.graph import TensorType
 from ...ops.registry import OpError
 from ..parallel import blas_threads
+from ..caches.kernel_cache import recording
+from ..parallel.workers import Workers, running_on
 from ..errors import ExecutionError
 from .feeds import FeedChecker, FeedError
 from ...memory.solver import aligned_empty
@@ -32,8 +35,14 @@ class BoundPlan:
     numpy_steps: bool = True                     # some step may run NumPy (needs its BLAS/FP guards)
 
 class Request:
-    def __init__(self, program: Program, runtime_constants=None):
+    """One stream of a program: runs on the calling thread, plus `workers`' threads when it has its own
+    (else the process's pools); one run at a time."""
+
+    def __init__(self, program: Program, runtime_constants=None, workers: Workers | None = None):
         self.program = program
+        self.workers = workers
+        if workers is not None:
+            weakref.finalize(self, workers.close)
         self.runtime_constants = runtime_constants
         self._entry_inputs = {v.name for v in program.graph.inputs}
         self._check_feeds = FeedChecker(program.graph.inputs)
@@ -49,6 +58,11 @@ class Request:
     def run(self, feeds: Mapping[str, object], outputs: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
         """Run the program on `feeds`; returns the outputs in graph order. Arrays given in `outputs`
         (by output name) receive the results and are returned in their place."""
+        # kernels chosen while running belong to the program (its artifact); they run on its workers
+        with recording(self.program.kernels), running_on(self.workers):
+            return self._run(feeds, outputs)
+
+    def _run(self, feeds: Mapping[str, object], outputs: Mapping[str, np.ndarray] | None) -> list[np.ndarray]:
         p = self.program
         if self.runtime_constants is not None:
             feeds = self.runtime_constants.complete(feeds, self._entry_inputs)

@@ -24,6 +24,7 @@ import ctypes
 import functools
 import sys
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -31,8 +32,10 @@ import numpy as np
 
 from ...memory.solver import aligned_empty
 from ...targets.llvm import thread_pool_ir
+from ..caches.object_cache import native_module
 
 from .thread_count import default_threads
+from .workers import active
 
 @dataclass(frozen=True)
 class PreparedJob:
@@ -58,22 +61,13 @@ def scratchpads(threads: int, nbytes: int) -> Scratchpads:
     return Scratchpads(memory, memory.ctypes.data, stride)
 
 
-def compile_kernel(module, name: str) -> tuple[int, object]:
-    """A hand-built LLVM module defining `name` with the `KernelFunction` ABI: its address (for
-    `NativePool.run`) and a ctypes callable, which keeps the code alive."""
-    from ...targets.llvm import jit
-    from ...snippets.target_machine import KernelFunction
-    compiled = jit.compile(str(module))
-    return compiled.address(name), compiled.cfunc(name, None, *KernelFunction.ARGTYPES)
-
-
 class NativePool:
     """`run(fn, ptrs, dims, total, ...)`: a compiled kernel over [0, total) on all threads."""
 
     def __init__(self, threads: int):
-        from ...targets.llvm import jit
         self.threads = threads
-        self._module = jit.compile(thread_pool_ir.module_source())
+        self._module = _pool_module()
+        self._closed = False
         self._state = (ctypes.c_int64 * thread_pool_ir.STATE_WORDS)()
         libc = ctypes.CDLL(None)
         self._state[thread_pool_ir.SYSCALL] = ctypes.cast(libc.syscall, ctypes.c_void_p).value
@@ -88,7 +82,7 @@ class NativePool:
                                           name=f"snipjit-native-{i}") for i in range(1, threads)]
         for t in self._workers:
             t.start()
-        atexit.register(self.close)
+        _live.add(self)
 
     def _park(self, worker, tid: int) -> None:
         from .blas_threads import single_threaded_here
@@ -119,7 +113,11 @@ class NativePool:
         self._state[thread_pool_ir.PARK] = int(parked)
 
     def close(self) -> None:
-        """Stop the workers (at exit): they return from their native loop."""
+        """Stop the workers (at exit, or when the request owning them goes): they return from their
+        native loop."""
+        if self._closed:
+            return
+        self._closed = True
         self._state[thread_pool_ir.STOP] = 1
         self._state[thread_pool_ir.GEN] += 1   # a worker about to sleep sees a new generation instead
         libc = ctypes.CDLL(None)
@@ -129,6 +127,22 @@ class NativePool:
 
 
 _lock = threading.Lock()
+_live: "weakref.WeakSet[NativePool]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_live):
+        pool.close()
+
+
+POOL_MODULE = "snipjit_thread_pool"
+
+
+def _pool_module():
+    """The pool's code, loaded once for every pool (each has its own state words); from the caches like
+    any kernel, so a saved model carries it too."""
+    return native_module(thread_pool_ir.module_source, POOL_MODULE)
 
 
 @functools.cache
@@ -138,22 +152,33 @@ def _supported() -> bool:
 
 
 _pool: NativePool | None = None
+_single = False   # the process's pool would have one thread: there is none
 
 
 def existing_native_pool() -> NativePool | None:
-    """The native pool if one was started (never starts one)."""
+    """The native pool this thread's launches use, if one was started (never starts one)."""
+    own = active()
+    if own is not None:
+        return own.existing("native")
     return _pool
 
 
+def new_native_pool(threads: int) -> NativePool | None:
+    """A native pool of `threads` threads, or None where it is not supported or for one thread."""
+    return NativePool(threads) if _supported() and threads > 1 else None
+
+
 def get_native_pool() -> NativePool | None:
-    """The process's native pool (created on first use), or None where it is not supported or there is
-    one thread only."""
-    global _pool
-    if _pool is not None:
+    """The native pool of the request running on this thread (`workers.running_on`), else the process's
+    (created on first use); None where it is not supported or there is one thread only."""
+    global _pool, _single
+    own = active()
+    if own is not None:
+        return own.pool("native", lambda: new_native_pool(own.threads))
+    if _pool is not None or _single:
         return _pool
-    if not _supported() or default_threads() < 2:
-        return None
     with _lock:
-        if _pool is None:
-            _pool = NativePool(default_threads())
+        if _pool is None and not _single:
+            _pool = new_native_pool(default_threads())
+            _single = _pool is None
         return _pool

@@ -9,6 +9,7 @@ import threading
 from typing import Callable
 
 from .thread_count import default_threads
+from .workers import active
 
 
 class ThreadPool:
@@ -19,6 +20,7 @@ class ThreadPool:
         self._start = [threading.Event() for _ in range(threads)]
         self._done = [threading.Event() for _ in range(threads)]
         self._errors: list[BaseException | None] = [None] * threads
+        self._stop = False
         for i in range(1, threads):
             threading.Thread(target=self._worker, args=(i,), daemon=True, name=f"snipjit-worker-{i}").start()
 
@@ -28,6 +30,8 @@ class ThreadPool:
         while True:
             self._start[i].wait()
             self._start[i].clear()
+            if self._stop:
+                return
             fn, lo, hi = self._work[i]
             try:
                 fn(lo, hi)
@@ -35,9 +39,16 @@ class ThreadPool:
                 self._errors[i] = e
             self._done[i].set()
 
+    def close(self) -> None:
+        """Let the workers return (a request's own pool, when the request goes)."""
+        with self._lock:
+            self._stop = True
+            for event in self._start[1:]:
+                event.set()
+
     def parallel_for(self, fn: Callable[[int, int], None], total: int) -> None:
         n = min(self.threads, total)
-        if n <= 1 or not self._lock.acquire(blocking=False):
+        if n <= 1 or self._stop or not self._lock.acquire(blocking=False):
             fn(0, total)   # tiny work, one thread, or the workers are busy with another request
             return
         started = 0
@@ -70,7 +81,11 @@ _pool_lock = threading.Lock()
 
 
 def get_pool() -> ThreadPool:
+    """The Python pool of the request running on this thread (`workers.running_on`), else the process's."""
     global _pool
+    own = active()
+    if own is not None:
+        return own.pool("python", lambda: ThreadPool(own.threads))
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPool(default_threads())

@@ -7,7 +7,6 @@ from collections import Counter
 import pytest
 
 from snipjit.runtime.parallel.python_threads import ThreadPool
-from snipjit.runtime.parallel.thread_count import default_threads
 
 
 @pytest.fixture(scope="module")
@@ -152,12 +151,3 @@ def test_concurrent_callers_all_complete(pool):
 
     run_with_timeout(all_callers)
     assert sorted(results) == list(range(6))
-
-
-def test_number_of_threads_from_the_environment(monkeypatch):
-    monkeypatch.setenv("SNIPJIT_NUM_THREADS", "3")
-    assert default_threads() == 3
-    monkeypatch.setenv("SNIPJIT_NUM_THREADS", "0")
-    assert default_threads() == 1
-    monkeypatch.delenv("SNIPJIT_NUM_THREADS")
-    assert default_threads() >= 1
