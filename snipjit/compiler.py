@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -12,10 +14,15 @@ import numpy as np
 from .ir.graph import Graph, TensorType, is_held_placeholder
 from .passes.pipeline import GraphPass, default_pipeline
 from .runtime.planning import compile_workers
-from .runtime.caches import model_cache
+from .runtime.caches import kernel_cache, model_cache, object_cache
+from .runtime.caches.artifact import Artifact, ArtifactError, Machine
 from .runtime.planning.program import Program, Step
 from .runtime.execution.profile import Profile
+from .runtime.execution.async_queue import AsyncQueue, Callback
 from .runtime.execution.request import Request
+from .runtime.execution.settings import ExecutionSettings
+from .runtime.parallel.native_threads import POOL_MODULE
+from .runtime.parallel.workers import Workers
 from .runtime.execution.runtime_constants import RuntimeConstants
 
 
@@ -43,14 +50,19 @@ def load_graph(model: Any) -> Graph:
 
 
 class CompiledModel:
-    """A model compiled once; `run` is thread-safe, `create_request` gives a per-thread stream."""
+    """A model compiled once; `run` is thread-safe, `create_request` gives a per-thread stream,
+    `start_async` runs inferences on `settings.streams` streams at once."""
 
-    def __init__(self, graph: Graph, program: Program, history: list[PassRecord], options: dict):
+    def __init__(self, graph: Graph, program: Program, history: list[PassRecord], options: dict,
+                 settings: ExecutionSettings | None = None):
         self.graph = graph
         self.program = program
         self.history = history
         self.options = options
+        self.settings = settings or ExecutionSettings.from_options()
         self._local = threading.local()
+        self._queue: AsyncQueue | None = None
+        self._queue_lock = threading.Lock()
         folding = graph.meta.get("runtime_folding")
         self.runtime_constants = RuntimeConstants(folding, options.get("refold", False)) if folding else None
 
@@ -74,7 +86,33 @@ class CompiledModel:
         return list(self.program.steps)
 
     def create_request(self) -> Request:
-        return Request(self.program, self.runtime_constants)
+        """A stream: its own arena, and its own `settings.threads_per_stream` threads when the model was
+        compiled with `num_threads` or several streams (else the process's thread pools)."""
+        s = self.settings
+        return Request(self.program, self.runtime_constants, Workers(s.threads_per_stream) if s.own_threads else None)
+
+    def infer_queue(self, jobs: int | None = None, callback: Callback | None = None) -> AsyncQueue:
+        """A queue running up to `jobs` inferences at once (default: `settings.streams`), each on a request
+        of its own; see `snipjit.runtime.execution.async_queue`."""
+        return AsyncQueue(self.create_request, jobs or self.settings.streams, callback)
+
+    def start_async(self, feeds: Mapping[str, np.ndarray], callback: Callback | None = None,
+                    userdata: Any = None) -> Future:
+        """Start an inference and return its future at once (its result: the outputs); up to
+        `settings.streams` run at the same time, on the model's own queue. `callback(outputs, userdata)`
+        runs on the job's thread when it is done. The feeds must stay unchanged until then."""
+        with self._queue_lock:
+            if self._queue is None:
+                self._queue = self.infer_queue()
+        future = self._queue.start_async(feeds, userdata)
+        if callback is not None:
+            future.add_done_callback(lambda f: f.exception() is None and callback(f.result(), userdata))
+        return future
+
+    def wait_all(self) -> None:
+        """Wait for every inference `start_async` started; raise the first error among them."""
+        if self._queue is not None:
+            self._queue.wait_all()
 
     def run(self, feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
         req = getattr(self._local, "request", None)
@@ -95,11 +133,29 @@ class CompiledModel:
             prof.runs += 1
         return prof
 
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model as one file `snipjit.load` opens in another process or on another machine:
+        the graph and its weights, the options, and the machine code of every kernel used so far
+        (`snipjit.runtime.caches.artifact`)."""
+        self._artifact().save(path)
+
+    def _artifact(self) -> Artifact:
+        kernels = {key: entry for key, make in list(self.program.kernels.items()) if (entry := make()) is not None}
+        pool = object_cache.loaded_entry(POOL_MODULE)   # the thread pool's code: every process runs it
+        if pool is not None:
+            kernels.setdefault(*pool)
+        return Artifact(self.program.restored_graph(), self.history, self.options, self.settings.requested,
+                        Machine.here(), kernels)
+
+    def __reduce__(self):
+        """Pickled as its artifact's bytes (for Ray, multiprocessing, Spark): see `save`."""
+        return _from_bytes, (self._artifact().to_bytes(),)
+
     def explain(self, show_passes: bool = True, kernels: bool = False) -> str:
         """The graph before and after each pass, the plan with each step's implementation, the memory
         plan of each input-shape signature resolved so far (static models: resolved at compile time),
         and with `kernels=True` the final Linear IR of every generated kernel."""
-        lines = ["== source graph ==", self.history[0].graph_text]
+        lines = [f"== execution: {self.settings.describe()} ==", "== source graph ==", self.history[0].graph_text]
         if show_passes:
             for rec in self.history[1:]:
                 lines += [f"== after {rec.name} ({rec.seconds * 1e3:.1f} ms) ==", rec.graph_text]
@@ -170,8 +226,14 @@ def _run_passes(model: Any, passes: list[GraphPass] | None, options: dict):
     return graph, history, options
 
 
-def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> CompiledModel:
+def compile(model: Any, *, passes: list[GraphPass] | None = None, num_threads: int | None = None,
+            streams: int | None = None, hint: str | None = None, **options) -> CompiledModel:
     """Compile a model (path, bytes, onnx.ModelProto or snipjit Graph) for this CPU.
+
+    Execution (`snipjit.runtime.execution.settings`): `num_threads` — threads in all (default: the
+    smallest of the CPU affinity, the cgroup CPU quota, OMP_NUM_THREADS and SNIPJIT_NUM_THREADS);
+    `streams` — inferences run at once by `start_async`, each request on `num_threads // streams`
+    threads of its own; `hint` — "latency" (one stream) or "throughput" (a stream per thread).
 
     Options (keywords): `implementations` — a set of step kinds allowed (e.g. {"reference"});
     `constant_inputs` — inputs that are constant: a dict of values (folded at compile time) or names
@@ -183,6 +245,7 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
     `compile_workers` — at most this many processes compile kernels at once (default: the usable cores,
     else SNIPJIT_COMPILE_WORKERS; 0 or 1: serially, see `snipjit.runtime.planning.compile_workers`).
     """
+    settings = ExecutionSettings.from_options(num_threads, streams, hint)
     key = model_cache.model_key(model, options) if passes is None else None
     cached = model_cache.load(key) if key else None
     if cached is not None:
@@ -191,11 +254,43 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, **options) -> 
         graph, history, options = _run_passes(model, passes, options)
         if key:
             model_cache.store(key, {"graph": graph, "history": history, "options": options})
+    return _build(graph, history, options, settings)
+
+
+def _build(graph: Graph, history: list[PassRecord], options: dict, settings: ExecutionSettings) -> CompiledModel:
+    """The program of a graph the passes have run on."""
     compile_workers.precompile(graph.nodes, options)   # kernels in parallel, into the cache the build reads
     program = Program.build(graph, options)
     if all(v.type.is_static for v in graph.inputs):
         program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now
-    return CompiledModel(graph, program, history, options)
+    return CompiledModel(graph, program, history, options, settings)
 
 
-__all__ = ["compile", "CompiledModel", "load_graph"]
+class ArtifactWarning(UserWarning):
+    """A saved model's kernels were built for another CPU or snipjit: they are compiled again here."""
+
+
+def load(source: str | os.PathLike | bytes, *, num_threads: int | None = None, streams: int | None = None,
+         hint: str | None = None) -> CompiledModel:
+    """A model `CompiledModel.save` wrote (a path) or `pickle` made (its bytes). On a CPU with the same
+    name and features, under the same snipjit, its kernels' machine code is used as saved (no code is
+    generated); otherwise they are compiled again from its graph, with an `ArtifactWarning`. The
+    execution settings are the saved ones unless given here. Raises `ArtifactError` for a file that is
+    not a saved model or is damaged; like any pickle, load only files you trust."""
+    artifact = Artifact.load(source)
+    differences = artifact.machine.differences(Machine.here())
+    if differences:
+        warnings.warn(f"{'; '.join(differences)}: compiling its kernels again from the saved graph",
+                      ArtifactWarning, stacklevel=2)
+    else:
+        kernel_cache.offer(artifact.kernels)
+    given = {"num_threads": num_threads, "streams": streams, "hint": hint}
+    requested = {k: given[k] if given[k] is not None else artifact.execution.get(k) for k in given}
+    return _build(artifact.graph, artifact.history, artifact.options, ExecutionSettings.from_options(**requested))
+
+
+def _from_bytes(data: bytes) -> CompiledModel:
+    return load(data)
+
+
+__all__ = ["compile", "load", "CompiledModel", "ArtifactError", "ArtifactWarning", "load_graph"]

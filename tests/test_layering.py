@@ -26,8 +26,8 @@ LAYERS = [
 ]
 RUNTIME_LAYERS = [
     ("snipjit.runtime.errors",),
+    ("snipjit.runtime.caches",),           # kernel and compiled-model caches, saved models
     ("snipjit.runtime.parallel",),         # threads: native pool, Python pool, BLAS threads
-    ("snipjit.runtime.caches",),           # kernel and compiled-model caches
     ("snipjit.runtime.implementations",),  # what a step can run on: snippets, GEMM, copies, references
     ("snipjit.runtime.planning",),         # building the program: implementations chosen, shapes, memory
     ("snipjit.runtime.execution",),        # running it: requests, feeds, profiles

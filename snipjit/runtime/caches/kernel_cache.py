@@ -19,7 +19,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ...ir.graph import Graph
 from ...ir.graph import print_graph
@@ -62,6 +62,44 @@ def cache_key(body: Graph, target: TargetMachine, options: dict) -> str:
     return hashlib.sha256("\n--\n".join(parts).encode()).hexdigest()
 
 
+# Entries that came with a compiled-model artifact (`snipjit.load`): looked up before the disk cache, never
+# written to it. Keys hash the target's CPU and features, so an entry is only found by the ISA it was built for.
+_offered: dict[str, bytes] = {}
+_recording = threading.local()
+
+Recorder = dict[str, Callable[[], "bytes | None"]]   # cache key -> a function making the entry's bytes
+
+
+def offer(entries: Mapping[str, bytes]) -> None:
+    _offered.update(entries)
+
+
+def offered(key: str) -> bytes | None:
+    return _offered.get(key)
+
+
+class recording:
+    """Every kernel a cache hands out on this thread inside the block is noted in `record` (a program's
+    kernels: what its artifact must carry); the innermost block's record gets it."""
+    __slots__ = ("record", "previous")
+
+    def __init__(self, record: Recorder):
+        self.record = record
+
+    def __enter__(self) -> None:
+        self.previous = getattr(_recording, "record", None)
+        _recording.record = self.record
+
+    def __exit__(self, *exc) -> None:
+        _recording.record = self.previous
+
+
+def note(key: str, entry: Callable[[], bytes | None]) -> None:
+    record = getattr(_recording, "record", None)
+    if record is not None and key not in record:
+        record[key] = entry
+
+
 def default_directory() -> Path | None:
     if os.environ.get("SNIPJIT_CACHE", "1") == "0":
         return None
@@ -77,6 +115,12 @@ class KernelCache:
         self.misses = 0
 
     def get_or_compile(self, key: str, target: TargetMachine, compile_fn: Callable[[], CompiledSnippet]) -> CompiledSnippet:
+        found = self._get_or_compile(key, target, compile_fn)
+        note(key, lambda: encode_entry(key, target, found))
+        return found
+
+    def _get_or_compile(self, key: str, target: TargetMachine, compile_fn: Callable[[], CompiledSnippet]
+                        ) -> CompiledSnippet:
         with self._lock:
             found = self._memory.get(key)
         if found is not None:
@@ -98,7 +142,7 @@ class KernelCache:
     def holds(self, key: str) -> bool:
         """Whether a kernel is in memory or has a disk entry (which may still turn out unusable)."""
         with self._lock:
-            if key in self._memory:
+            if key in self._memory or key in _offered:
                 return True
         path = self._path(key)
         return path is not None and path.exists()
@@ -115,6 +159,10 @@ class KernelCache:
             return self._memory.setdefault(key, found)
 
     def _load(self, key: str, target: TargetMachine) -> CompiledSnippet | None:
+        if key in _offered:
+            found = decode_entry(_offered[key], key, target)
+            if found is not None:
+                return found
         path = self._path(key)
         if path is None or not path.exists():
             return None

@@ -1,7 +1,7 @@
 """The compiled-graph cache: the graph after all passes, on disk, keyed by the model's bytes.
 
-A second `snipjit.compile` of the same ONNX model (the same file unchanged, or the same bytes; the same
-options and snipjit source) skips parsing and every graph pass; its kernels then come from the kernel
+A second `snipjit.compile` of the same ONNX model (the same content, at any path, or the same bytes; the
+same options and snipjit source) skips parsing and every graph pass; its kernels then come from the kernel
 cache. Entries are pickles in
 `$SNIPJIT_CACHE_DIR/models` (default `~/.cache/snipjit/models`, off with `SNIPJIT_CACHE=0`), written
 atomically; an entry that fails to load is recompiled. Like any pickle, an entry is code: the cache is
@@ -13,14 +13,12 @@ import functools
 import hashlib
 import json
 import os
-import mmap
-import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ...targets import isa
-from .kernel_cache import PACKAGE_ROOT, default_directory
+from . import pickle_file
+from .kernel_cache import PACKAGE_ROOT, default_directory, write_atomically
 
 
 def package_sources(root: Path = PACKAGE_ROOT) -> list[Path]:
@@ -39,17 +37,16 @@ def package_fingerprint() -> str:
 
 
 def model_key(model: Any, options: dict) -> str | None:
-    """The cache key of an ONNX model given as a path or bytes with JSON-able options, else None.
-    A file is identified by its absolute path, size and modification time (as build tools do: no
-    need to read and hash hundreds of MB of weights); bytes by their content hash."""
+    """The cache key of an ONNX model given as a path or bytes with JSON-able options, else None: a hash
+    of the model's content (with the files of its external data), so a model copied to another path or
+    machine finds its entry; see `file_digest` for why that costs no re-read of an unchanged file."""
     if isinstance(model, (str, os.PathLike)):
         try:
-            st = os.stat(model)
+            content = model_digest(Path(model))
         except OSError:
             return None
-        data = f"{Path(model).resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()
     elif isinstance(model, bytes):
-        data = model
+        content = hashlib.sha256(model).hexdigest()
     else:
         return None
     try:
@@ -57,14 +54,59 @@ def model_key(model: Any, options: dict) -> str | None:
                           default=lambda o: sorted(o) if isinstance(o, (set, frozenset)) else _unkeyable())
     except TypeError:
         return None
-    digest = hashlib.sha256(data)
+    digest = hashlib.sha256(content.encode())
     digest.update(opts.encode())
     digest.update(package_fingerprint().encode())
     digest.update((isa.requested_level() or "native").encode())   # passes size kernels for the ISA level
     return digest.hexdigest()
 
 
-ALIGN = 4096   # out-of-band buffers start on a page
+SMALL_MODEL = 64 << 20   # bytes: a model file this small may keep its weights in external data files
+
+
+def model_digest(path: Path) -> str:
+    """The content hash of an ONNX file and of the external data files it names."""
+    digest = file_digest(path)
+    if path.stat().st_size > SMALL_MODEL:
+        return digest
+    parts = [digest] + [file_digest(path.parent / name) for name in sorted(_external_files(path))]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest() if len(parts) > 1 else digest
+
+
+def _external_files(path: Path) -> set[str]:
+    import onnx
+    from onnx import external_data_helper
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:   # noqa: BLE001 - not ONNX: the frontend will say so
+        return set()
+    tensors = getattr(external_data_helper, "_get_all_tensors", lambda m: m.graph.initializer)(model)
+    return {entry.value for t in tensors if external_data_helper.uses_external_data(t)
+            for entry in t.external_data if entry.key == "location"}
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, remembered in the cache under its absolute path, size, modification time
+    and inode (as build tools do), so an unchanged file is read and hashed once, not at every compile."""
+    st = path.stat()
+    stamp = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}".encode()).hexdigest()
+    base = default_directory()
+    memo = None if base is None else base.parent / "models" / "digests" / stamp
+    try:
+        if memo is not None and memo.exists():
+            return memo.read_text().strip()
+    except OSError:
+        pass
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    if memo is not None:
+        write_atomically(memo, digest.hexdigest().encode())
+    return digest.hexdigest()
+
+
+MAGIC = b"SNIPJITM1\n"
 
 
 def _unkeyable():
@@ -83,15 +125,10 @@ def load(key: str):
     if path is None or not path.exists():
         return None
     try:
-        with open(path, "rb") as f:
-            head = pickle.load(f)
-            if head.get("key") != key:
-                return None
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if head["buffers"] else None
-        views = [memoryview(mapped)[start:start + size] for start, size in head["buffers"]]
-        return pickle.loads(head["entry"], buffers=views)
+        fields, entry = pickle_file.read(path, MAGIC)
     except Exception:   # noqa: BLE001 - damaged or stale: compile again
         return None
+    return entry if fields.get("key") == key else None
 
 
 def store(key: str, entry: dict) -> None:
@@ -99,29 +136,6 @@ def store(key: str, entry: dict) -> None:
     if path is None:
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        buffers: list[pickle.PickleBuffer] = []
-        body = pickle.dumps({**entry, "key": key}, protocol=5, buffer_callback=buffers.append)
-        # the head, then each out-of-band buffer at an aligned offset; the head records where they are
-        first = 0
-        while True:
-            spans, offset = [], first
-            for b in buffers:
-                spans.append((offset, b.raw().nbytes))
-                offset += -(-b.raw().nbytes // ALIGN) * ALIGN
-            head = pickle.dumps({"key": key, "entry": body, "buffers": spans}, protocol=5)
-            if len(head) <= first:
-                break
-            first = -(-len(head) // ALIGN) * ALIGN
-        with os.fdopen(fd, "wb") as f:
-            f.write(head)
-            for (start, _), b in zip(spans, buffers):
-                f.seek(start)
-                f.write(b.raw())
-        os.replace(tmp, path)
+        pickle_file.write(path, entry, MAGIC, key=key)
     except Exception:   # noqa: BLE001 - a read-only disk or an unpicklable graph only costs the cache
-        try:
-            os.unlink(tmp)
-        except (OSError, UnboundLocalError):
-            pass
+        pass

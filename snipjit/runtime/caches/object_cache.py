@@ -11,42 +11,94 @@ checksum differ, or that does not read back whole, is compiled again and overwri
 from __future__ import annotations
 
 import hashlib
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ...snippets.target_machine import KernelFunction
 from ...targets.llvm import jit
-from ...targets.llvm.objects import compile_to_object, load_object
+from ...targets.llvm.objects import LoadedObject, compile_to_object, load_object
 from ...version import __version__
-from .kernel_cache import compiler_fingerprint, default_directory, seal, unseal, write_atomically
+from .kernel_cache import (compiler_fingerprint, default_directory, note, offered, seal, unseal,
+                           write_atomically)
+
+
+@dataclass(frozen=True)
+class NativeKernel:
+    key: str
+    code: LoadedObject
+
+    def entry(self) -> bytes:
+        return seal(self.key, self.code.data)
+
+
+_loaded: dict[tuple[str, str, str], tuple[NativeKernel, int, object]] = {}
+_lock = threading.Lock()
 
 
 def native_kernel(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of kernel `name`, defined by `module()` (an
-    llvmlite module, built only when the cache has no entry; `name` must determine it) and chosen for
-    the CPU and features `jit.host()` gave then: refused when SNIPJIT_ISA has since selected another ISA
-    level (its code would not fit the chosen shape)."""
+    llvmlite module or its text, built only when no cache has the kernel; `name` must determine it) and
+    chosen for the CPU and features `jit.host()` gave then: refused when SNIPJIT_ISA has since selected
+    another ISA level (its code would not fit the chosen shape). Loaded once per process; noted in the
+    recording program's kernels on every call."""
+    found = _native(module, name, cpu, features)
+    return found[1], found[2]
+
+
+def native_module(module: Callable[[], object], name: str) -> LoadedObject:
+    """The loaded code of `module()` (several functions, as `native_kernel`; `name` determines it) for the
+    CPU `jit.host()` gives now."""
+    host = jit.host()
+    return _native(module, name, host.cpu, host.features)[0].code
+
+
+def loaded_entry(name: str) -> tuple[str, bytes] | None:
+    """(key, sealed entry) of the code loaded as `name` for this CPU, if it was."""
+    host = jit.host()
+    found = _loaded.get((name, host.cpu, host.features))
+    return None if found is None else (found[0].key, found[0].entry())
+
+
+def _native(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[NativeKernel, int, object]:
     host = jit.host()
     if (host.cpu, host.features) != (cpu, features):
         raise RuntimeError(f"kernel {name} was chosen for another ISA level than SNIPJIT_ISA now selects "
                            f"({host.level.name})")
+    found = _loaded.get((name, cpu, features))
+    if found is None:
+        with _lock:
+            found = _loaded.get((name, cpu, features))
+            if found is None:
+                found = _loaded[name, cpu, features] = _load(module, name, cpu, features)
+    note(found[0].key, found[0].entry)
+    return found
+
+
+def _load(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[NativeKernel, int, object]:
     key = hashlib.sha256("\n--\n".join([name, cpu, features, __version__, compiler_fingerprint()]).encode()
                          ).hexdigest()
     directory = default_directory()
     path = None if directory is None else directory / f"{key}.o"
-    data = _read(path, key)
+    data = _unsealed(offered(key), key) or _read(path, key)
     if data is None:
         data, _ = compile_to_object(str(module()))
         if path is not None:
             write_atomically(path, seal(key, data))
     loaded = load_object(data)
-    return loaded.engine.get_function_address(name), loaded.cfunc(name, None, *KernelFunction.ARGTYPES)
+    address = loaded.engine.get_function_address(name)   # (0 for a module of several functions)
+    return NativeKernel(key, loaded), address, loaded.cfunc(name, None, *KernelFunction.ARGTYPES) if address else None
+
+
+def _unsealed(entry: bytes | None, key: str) -> bytes | None:
+    sealed = None if entry is None else unseal(entry, key)
+    return None if sealed is None else sealed[1]
 
 
 def _read(path: Path | None, key: str) -> bytes | None:
     """The object code of the entry at `path`, when it is whole and the entry of `key`."""
     try:
-        sealed = None if path is None or not path.exists() else unseal(path.read_bytes(), key)
+        return None if path is None or not path.exists() else _unsealed(path.read_bytes(), key)
     except OSError:
         return None
-    return None if sealed is None else sealed[1]

@@ -71,6 +71,11 @@ class Kernel:
         never reads the array it is given, so the program may release the original."""
         return False
 
+    def held_input(self, index: int) -> np.ndarray:
+        """Constant input `index` as the graph gave it, rebuilt from the kernel's own form (a saved model
+        stores the weights once, in the graph)."""
+        raise NotImplementedError(f"{type(self).__name__} holds no input {index}")
+
     @property
     def writes_channel_slices(self) -> bool:
         """Whether `run_into` and `bind` take an output that is a slice of a wider tensor's last axis

@@ -133,6 +133,12 @@ class BlasKernel(Kernel):
         reads the array it is given: the program may then release the original."""
         return index == 1 and self.packed is not None
 
+    def held_input(self, index: int) -> np.ndarray:
+        if not self.holds_input(index):
+            return super().held_input(index)
+        b = self.packed.unpack()
+        return np.ascontiguousarray(b.T if self.node.op == "Gemm" and self.attrs["transB"] else b)
+
     def _product(self, a: np.ndarray, b: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
                  packed: gemm_launch.PackedB | None = None) -> bool:
         """y = a @ b (+ bias), with `packed` standing for b when given (b is then not read); whether the

@@ -122,6 +122,13 @@ class WeightedKernel(WindowKernel):
     def holds_input(self, index: int) -> bool:
         return index == 1
 
+    def held_input(self, index: int) -> np.ndarray:
+        if index != 1:
+            return super().held_input(index)
+        if isinstance(self.packed, conv_launch.PackedConv):
+            return self.packed.unpack(*self.kernel_size(None))
+        return self.packed.unpack()
+
 
 class ConvKernel(WeightedKernel):
     """A channels-last Conv: depthwise on the window kernel, any other on the implicit GEMM."""

@@ -49,6 +49,12 @@ class PackedConv:
     def k(self) -> int:
         return self.taps * self.cg
 
+    def unpack(self, kh: int, kw: int) -> np.ndarray:
+        """The ONNX weights again, [O, C/groups, KH, KW] (KH·KW = taps)."""
+        b = self.data.transpose(0, 2, 1, 3).reshape(self.groups, self.k, -1)[:, :, :self.n]
+        w = b.reshape(self.groups, kh, kw, self.cg, self.n).transpose(0, 4, 3, 1, 2)
+        return np.ascontiguousarray(w.reshape(self.groups * self.n, self.cg, kh, kw))
+
 
 def pack_conv(w: np.ndarray, groups: int) -> PackedConv:
     o, cg, kh, kw = w.shape

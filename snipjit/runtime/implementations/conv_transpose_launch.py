@@ -42,6 +42,19 @@ class PackedTranspose:
     out_channels: int
     in_channels: int
 
+    def unpack(self) -> np.ndarray:
+        """The ONNX weights again, [C, O, KH, KW]."""
+        (kh, kw), o, c = self.kernel, self.out_channels, self.in_channels
+        if self.columns is not None:
+            return np.ascontiguousarray(self.columns.unpack().reshape(c, kh, kw, o).transpose(0, 3, 1, 2))
+        w = np.zeros((c, o, kh, kw), np.float32)
+        sh, sw = self.strides
+        for (ry, rx), phase in self.phases.items():
+            if phase is not None:
+                sub = phase.unpack(len(range(ry, kh, sh)), len(range(rx, kw, sw))).transpose(1, 0, 2, 3)
+                w[:, :, ry::sh, rx::sw] = sub[:, :, ::-1, ::-1]
+        return w
+
 
 def pack_conv_transpose(w: np.ndarray, strides: tuple[int, int], dilations: tuple[int, int]) -> PackedTranspose:
     """ONNX ConvTranspose weights [C, O, KH, KW] packed for these strides and dilations."""

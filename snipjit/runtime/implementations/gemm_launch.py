@@ -101,7 +101,6 @@ def kernel_for(mr: int, vectors: int, unroll: int) -> GemmKernel:
                       isa.cache_sizes().l2)
 
 
-@functools.cache
 def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of a kernel."""
     from ...targets.llvm.gemm import gemm_module

@@ -3,22 +3,27 @@ kernel (`targets.llvm.copy`), split over the native pool; small copies stay with
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..parallel.native_threads import compile_kernel, get_native_pool
+from ..caches.object_cache import native_kernel
+from ..parallel.native_threads import get_native_pool
 
 MIN_ELEMENTS = 1 << 14   # below this NumPy's copy is as fast and has no launch
 RANK = 4                 # dims of the kernel: views are collapsed or padded to this
 
 
-@functools.cache
 def _kernel(element_bytes: int) -> tuple[int, object]:
     from ...targets.llvm.copy import copy_module
     name = f"snipjit_copy_{element_bytes}"
-    return compile_kernel(copy_module(name, element_bytes), name)
+    return _native(lambda: copy_module(name, element_bytes), name)
+
+
+def _native(module, name: str) -> tuple[int, object]:
+    from ...targets.llvm import jit
+    host = jit.host()
+    return native_kernel(module, name, host.cpu, host.features)
 
 
 MAX_BLOCK = 2048   # elements of a block transposed as one vector shuffle (a channel shuffle's pixel)
@@ -31,11 +36,10 @@ def _block_transpose(shape: list[int], strides: list[int], size: int) -> bool:
             and strides[0] == shape[1] * shape[2] and shape[1] * shape[2] <= MAX_BLOCK)
 
 
-@functools.cache
 def _block_kernel(rows: int, cols: int) -> tuple[int, object]:
     from ...targets.llvm.copy import block_transpose_module
     name = f"snipjit_block_transpose_{rows}x{cols}"
-    return compile_kernel(block_transpose_module(name, rows, cols), name)
+    return _native(lambda: block_transpose_module(name, rows, cols), name)
 
 
 def collapse(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], list[int]]:

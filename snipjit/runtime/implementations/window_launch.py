@@ -67,7 +67,6 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0) -> CompiledWindo
     return CompiledWindow(shape, host.cpu, host.features)
 
 
-@functools.cache
 def _compiled(kernel: CompiledWindow) -> tuple[int, object]:
     return native_kernel(lambda: window_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
 

@@ -14,7 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ...ir.graph import Graph, Node, TensorType, Value, held_placeholder
+from ...ir.graph import Graph, Node, TensorType, Value, held_placeholder, is_held_placeholder
+from ..caches.kernel_cache import Recorder, recording
 from ..implementations.choice import choose
 from ..implementations.base import Kernel
 from .progress import Progress
@@ -80,11 +81,20 @@ class Program:
     input_slots: list[int]
     output_slots: list[int]
     num_slots: int = 0
+    kernels: Recorder = field(default_factory=dict)   # every cached kernel it uses: what an artifact carries
     _plans: dict[tuple, ResolvedPlan] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
     def build(graph: Graph, options: dict, choose=choose) -> "Program":
+        kernels: Recorder = {}
+        with recording(kernels):
+            program = Program._build(graph, options, choose)
+        program.kernels = kernels
+        return program
+
+    @staticmethod
+    def _build(graph: Graph, options: dict, choose) -> "Program":
         slots: dict[int, int] = {}
 
         def slot(v: Value | None) -> int:
@@ -119,8 +129,27 @@ class Program:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    plan = self._plans[key] = self._plan(list(input_types))
+                    with recording(self.kernels):
+                        plan = self._plans[key] = self._plan(list(input_types))
         return plan
+
+    def restored_graph(self) -> Graph:
+        """A copy of the graph with the constants kernels hold in their own form (packed weights, released
+        from the graph) rebuilt from that form: the graph as the passes left it."""
+        by_slot = {s: v for v in self.graph.constants if is_held_placeholder(v.data) for s in [self.slots[id(v)]]}
+        restored: dict[str, np.ndarray] = {}
+        for step in self.steps:
+            for i, s in enumerate(step.in_slots):
+                if s in by_slot and by_slot[s].name not in restored and step.kernel.holds_input(i):
+                    restored[by_slot[s].name] = step.kernel.held_input(i)
+        missing = [v.name for v in by_slot.values() if v.name not in restored]
+        if missing:
+            raise RuntimeError(f"constants {missing[:3]} were released but no step holds them")
+        graph = self.graph.copy()
+        for v in graph.constants:
+            if v.name in restored:
+                v.data = restored[v.name]
+        return graph
 
     def _plan(self, input_types: list[TensorType]) -> ResolvedPlan:
         res = resolve(self, input_types)

@@ -102,9 +102,9 @@ def test_a_long_chain_pickles_and_keeps_its_producers(tmp_path, cache_dir):
 def test_a_failing_cache_write_does_not_fail_the_compile(tmp_path, cache_dir, monkeypatch):
     path = tmp_path / "m.onnx"
     make_model(path)
-    monkeypatch.setattr(model_cache.pickle, "dumps", lambda *a, **k: (_ for _ in ()).throw(RecursionError("deep")))
+    monkeypatch.setattr(model_cache.pickle_file.pickle, "dumps", lambda *a, **k: (_ for _ in ()).throw(RecursionError("deep")))
     assert snipjit.compile(path).run({"x": np.ones((4, 8), np.float32)})[0][0, 0] == 2.0
-    assert not list((cache_dir / "models").glob("*"))
+    assert not list((cache_dir / "models").glob("*.pkl"))
 
 
 def test_large_arrays_come_back_mapped_read_only_and_a_truncated_entry_is_not_trusted(cache_dir):

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("SNIPJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("SNIPJIT_CACHE", raising=False)
+    monkeypatch.setattr(object_cache, "_loaded", {})
     return tmp_path / "kernels"
 
 
@@ -24,6 +25,7 @@ def load(counter: list | None = None):
 
     def module():
         return gemm_module(shape)
+    object_cache._loaded.clear()   # as a new process would: from the disk cache or compiled
     if counter is not None:
         real = object_cache.compile_to_object
         object_cache.compile_to_object = lambda source: (counter.append(1), real(source))[1]
