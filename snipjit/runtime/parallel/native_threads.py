@@ -121,7 +121,9 @@ class NativePool:
         self._state[thread_pool_ir.STOP] = 1
         self._state[thread_pool_ir.GEN] += 1   # a worker about to sleep sees a new generation instead
         libc = ctypes.CDLL(None)
-        libc.syscall(202, ctypes.addressof(self._state), 129, 2147483647, None)
+        futex, wake_private, everyone = 202, 129, 2147483647   # (a variadic call: every argument typed)
+        libc.syscall(ctypes.c_long(futex), ctypes.c_void_p(ctypes.addressof(self._state)),
+                     ctypes.c_long(wake_private), ctypes.c_long(everyone), ctypes.c_void_p(None))
         for t in self._workers:
             t.join(timeout=1.0)
 
