@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ def model_key(model: Any, options: dict) -> str | None:
     return digest.hexdigest()
 
 
+RACY_NS = 2 * 10**9
 SMALL_MODEL = 64 << 20   # bytes: a model file this small may keep its weights in external data files
 
 
@@ -91,7 +93,10 @@ def file_digest(path: Path) -> str:
     st = path.stat()
     stamp = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}".encode()).hexdigest()
     base = default_directory()
-    memo = None if base is None else base.parent / "models" / "digests" / stamp
+    # a file changed within the clock's resolution of now could change again under the same stamp (as
+    # git's "racy" entries): hashed, not remembered
+    racy = time.time_ns() - st.st_mtime_ns < RACY_NS
+    memo = None if base is None or racy else base.parent / "models" / "digests" / stamp
     try:
         if memo is not None and memo.exists():
             return memo.read_text().strip()

@@ -52,6 +52,31 @@ def test_second_compile_in_a_new_process_does_not_parse_the_model(tmp_path, cach
     assert compile_in_new_process(path, cache_dir, forbid_loading=True) == first == "0.0"
 
 
+def test_a_copy_at_another_path_finds_the_entry(tmp_path, cache_dir):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    first = compile_in_new_process(path, cache_dir, forbid_loading=False)
+    copy = tmp_path / "elsewhere" / "copy.onnx"
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    assert compile_in_new_process(copy, cache_dir, forbid_loading=True) == first
+
+
+def test_external_data_is_part_of_the_key(tmp_path, cache_dir):
+    import onnx
+    path = tmp_path / "m.onnx"
+    make_model(path, scale=2.0)
+    model = onnx.load(path)
+    model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(np.array(2.0, np.float32), "c"))
+    onnx.save(model, path, save_as_external_data=True, location="w.bin", size_threshold=0)
+    x = np.ones((4, 8), np.float32)
+    assert snipjit.compile(path).run({"x": x})[0][0, 0] == 2.0
+    key, onnx_bytes = model_cache.model_key(path, {}), path.read_bytes()
+    (tmp_path / "w.bin").write_bytes(np.float32(3.0).tobytes())   # other weights, the same .onnx file
+    assert path.read_bytes() == onnx_bytes and model_cache.model_key(path, {}) != key
+    assert snipjit.compile(path).run({"x": x})[0][0, 0] == 3.0
+
+
 def test_a_changed_model_file_is_compiled_again(tmp_path, cache_dir):
     path = tmp_path / "m.onnx"
     make_model(path, scale=2.0)
