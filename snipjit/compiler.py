@@ -7,7 +7,7 @@ import time
 import warnings
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -21,9 +21,12 @@ from .runtime.execution.profile import Profile
 from .runtime.execution.async_queue import AsyncQueue, Callback
 from .runtime.execution.request import Request
 from .runtime.execution.settings import ExecutionSettings
-from .runtime.parallel.native_threads import POOL_MODULE
+from .runtime.parallel.native_threads import POOL_MODULE, pool_code
 from .runtime.parallel.workers import Workers
 from .runtime.execution.runtime_constants import RuntimeConstants
+
+
+Feeds = Mapping[str, np.ndarray]
 
 
 @dataclass
@@ -133,17 +136,19 @@ class CompiledModel:
             prof.runs += 1
         return prof
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, feeds: Feeds | Sequence[Feeds] | None = None) -> None:
         """Write the model as one file `snipjit.load` opens in another process or on another machine:
-        the graph and its weights, the options, and the machine code of every kernel used so far
-        (`snipjit.runtime.caches.artifact`)."""
+        the graph and its weights, the options, and the machine code of every kernel it has used
+        (`snipjit.runtime.caches.artifact`). Kernels chosen for input shapes (dynamic dimensions) are
+        those of the shapes run so far: give `feeds` (one or several) to run them first."""
+        for f in [feeds] if isinstance(feeds, Mapping) else feeds or ():
+            self.run(f)
         self._artifact().save(path)
 
     def _artifact(self) -> Artifact:
         kernels = {key: entry for key, make in list(self.program.kernels.items()) if (entry := make()) is not None}
-        pool = object_cache.loaded_entry(POOL_MODULE)   # the thread pool's code: every process runs it
-        if pool is not None:
-            kernels.setdefault(*pool)
+        pool_code()   # the thread pool's code: every process runs it
+        kernels.setdefault(*object_cache.loaded_entry(POOL_MODULE))
         return Artifact(self.program.restored_graph(), self.history, self.options, self.settings.requested,
                         Machine.here(), kernels)
 

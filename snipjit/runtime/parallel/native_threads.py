@@ -66,7 +66,7 @@ class NativePool:
 
     def __init__(self, threads: int):
         self.threads = threads
-        self._module = _pool_module()
+        self._module = pool_code()
         self._closed = False
         self._state = (ctypes.c_int64 * thread_pool_ir.STATE_WORDS)()
         libc = ctypes.CDLL(None)
@@ -141,7 +141,7 @@ def _close_all() -> None:
 POOL_MODULE = "snipjit_thread_pool"
 
 
-def _pool_module():
+def pool_code():
     """The pool's code, loaded once for every pool (each has its own state words); from the caches like
     any kernel, so a saved model carries it too."""
     return native_module(thread_pool_ir.module_source, POOL_MODULE)
