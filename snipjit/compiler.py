@@ -21,6 +21,7 @@ from .runtime.execution.profile import Profile
 from .runtime.execution.async_queue import AsyncQueue, Callback
 from .runtime.execution.request import Request
 from .runtime.execution.settings import ExecutionSettings
+from .runtime.implementations.held_weights import HeldWeight, offering
 from .runtime.parallel.native_threads import POOL_MODULE, pool_code
 from .runtime.parallel.workers import Workers
 from .runtime.execution.runtime_constants import RuntimeConstants
@@ -149,8 +150,8 @@ class CompiledModel:
         kernels = {key: entry for key, make in list(self.program.kernels.items()) if (entry := make()) is not None}
         pool_code()   # the thread pool's code: every process runs it
         kernels.setdefault(*object_cache.loaded_entry(POOL_MODULE))
-        return Artifact(self.program.restored_graph(), self.history, self.options, self.settings.requested,
-                        Machine.here(), kernels)
+        return Artifact.of(self.graph, self.program.held_weights(), history=self.history, options=self.options,
+                           execution=self.settings.requested, machine=Machine.here(), kernels=kernels)
 
     def __reduce__(self):
         """Pickled as its artifact's bytes (for Ray, multiprocessing, Spark): see `save`."""
@@ -262,10 +263,13 @@ def compile(model: Any, *, passes: list[GraphPass] | None = None, num_threads: i
     return _build(graph, history, options, settings)
 
 
-def _build(graph: Graph, history: list[PassRecord], options: dict, settings: ExecutionSettings) -> CompiledModel:
-    """The program of a graph the passes have run on."""
+def _build(graph: Graph, history: list[PassRecord], options: dict, settings: ExecutionSettings,
+           packed: dict[str, HeldWeight] | None = None) -> CompiledModel:
+    """The program of a graph the passes have run on; its kernels take the `packed` forms offered for
+    their constants instead of packing them."""
     compile_workers.precompile(graph.nodes, options)   # kernels in parallel, into the cache the build reads
-    program = Program.build(graph, options)
+    with offering(packed or {}):
+        program = Program.build(graph, options)
     if all(v.type.is_static for v in graph.inputs):
         program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now
     return CompiledModel(graph, program, history, options, settings)
@@ -283,15 +287,30 @@ def load(source: str | os.PathLike | bytes, *, num_threads: int | None = None, s
     execution settings are the saved ones unless given here. Raises `ArtifactError` for a file that is
     not a saved model or is damaged; like any pickle, load only files you trust."""
     artifact = Artifact.load(source)
-    differences = artifact.machine.differences(Machine.here())
-    if differences:
-        warnings.warn(f"{'; '.join(differences)}: compiling its kernels again from the saved graph",
-                      ArtifactWarning, stacklevel=2)
-    else:
-        kernel_cache.offer(artifact.kernels)
     given = {"num_threads": num_threads, "streams": streams, "hint": hint}
-    requested = {k: given[k] if given[k] is not None else artifact.execution.get(k) for k in given}
-    return _build(artifact.graph, artifact.history, artifact.options, ExecutionSettings.from_options(**requested))
+    settings = ExecutionSettings.from_options(**{k: artifact.execution.get(k) if v is None else v
+                                                 for k, v in given.items()})
+    differences = artifact.machine.differences(Machine.here())
+    if not differences:
+        kernel_cache.offer(artifact.kernels)
+        graph = artifact.graph_to_build(packed=True)
+        cm = _build(graph, artifact.history, artifact.options, settings, artifact.held)
+        if _takes_packed(cm.program, artifact.held):
+            return cm
+        differences = ["its kernels did not all take the weights packed for them"]
+    warnings.warn(f"{'; '.join(differences)}: compiling its kernels again from the saved graph",
+                  ArtifactWarning, stacklevel=2)
+    return _build(artifact.graph_to_build(packed=False), artifact.history, artifact.options, settings)
+
+
+def _takes_packed(program: Program, offered: dict[str, HeldWeight]) -> bool:
+    """Whether every constant offered packed is held in exactly that form (else a kernel would read a
+    placeholder: the program is not used)."""
+    try:
+        held = program.held_weights()
+    except RuntimeError:   # a released constant no kernel holds
+        return False
+    return held.keys() == offered.keys() and all(held[k].packed is offered[k].packed for k in held)
 
 
 def _from_bytes(data: bytes) -> CompiledModel:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...ir.graph import Graph
+import numpy as np
+
+from ...ir.graph import Graph, held_placeholder
 from ...targets.llvm import jit
 from ...version import __version__
 from . import pickle_file
@@ -55,12 +57,33 @@ class Machine:
 
 @dataclass
 class Artifact:
-    graph: Graph
+    graph: Graph                       # without the held constants' data (None)
     history: list                      # the compiler's pass records
     options: dict                      # compile options
     execution: dict                    # the execution settings asked for (num_threads, streams, hint)
     machine: Machine
     kernels: dict[str, bytes] = field(default_factory=dict)   # cache key -> sealed entry
+    held: dict[str, Any] = field(default_factory=dict)        # constant name -> its packed form, a
+    #                                                           `held_weights.HeldWeight`
+
+    @staticmethod
+    def of(graph: Graph, held: dict[str, Any], **fields) -> "Artifact":
+        """The artifact of a compiled graph whose constants named in `held` live only in packed form."""
+        graph = graph.copy()
+        for v in graph.constants:
+            if v.name in held:
+                v.data = None
+        return Artifact(graph, held=held, **fields)
+
+    def graph_to_build(self, packed: bool) -> Graph:
+        """The graph for a build: with memory-free placeholders for the held constants when the kernels
+        take the packed forms (`packed`), else with the arrays rebuilt from them."""
+        graph = self.graph.copy()
+        for v in graph.values():
+            if v.name in self.held and v.data is None and v.producer is None:
+                v.data = held_placeholder(np.broadcast_to(np.zeros((), v.type.dtype.np), v.type.shape)) \
+                    if packed else self.held[v.name].original()
+        return graph
 
     def save(self, path: str | Path) -> None:
         pickle_file.write(Path(path), self, MAGIC)

@@ -15,6 +15,7 @@ import numpy as np
 from ...ir.graph import Node
 from ...ops import get_op
 from . import strided_copy
+from .held_weights import HeldWeight
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,8 @@ class Kernel:
         never reads the array it is given, so the program may release the original."""
         return False
 
-    def held_input(self, index: int) -> np.ndarray:
-        """Constant input `index` as the graph gave it, rebuilt from the kernel's own form (a saved model
-        stores the weights once, in the graph)."""
+    def held(self, index: int) -> "HeldWeight":
+        """Its own form of constant input `index` (see `held_weights`), for kernels that hold it."""
         raise NotImplementedError(f"{type(self).__name__} holds no input {index}")
 
     @property

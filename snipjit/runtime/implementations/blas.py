@@ -21,8 +21,9 @@ from ...ir.dtypes import f32
 from ...ir.graph import Node
 from ...ops import get_op
 from ...ops.windows import conv_output, im2col, window_from_attrs
-from . import gemm_launch
+from . import gemm_launch, held_weights
 from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel
+from .held_weights import HeldWeight
 from ..parallel.python_threads import get_pool
 
 # epilogue op -> in-place application on the output `y` (with the node's other input `b`, attrs `a`)
@@ -126,18 +127,18 @@ class BlasKernel(Kernel):
         w = self.node.inputs[1] if self.node.op in ("MatMul", "Gemm") else None
         if not self.native or w is None or not w.is_constant or w.data.ndim != 2 or w.data.dtype != np.float32:
             return None
-        return gemm_launch.pack(w.data.T if self.node.op == "Gemm" and self.attrs["transB"] else w.data)
+        return held_weights.offered(w, gemm_launch.PackedB) or \
+            gemm_launch.pack(w.data.T if self.node.op == "Gemm" and self.attrs["transB"] else w.data)
 
     def holds_input(self, index: int) -> bool:
         """Whether the kernel keeps its own copy of constant input `index` (the packed weights) and never
         reads the array it is given: the program may then release the original."""
         return index == 1 and self.packed is not None
 
-    def held_input(self, index: int) -> np.ndarray:
+    def held(self, index: int) -> HeldWeight:
         if not self.holds_input(index):
-            return super().held_input(index)
-        b = self.packed.unpack()
-        return np.ascontiguousarray(b.T if self.node.op == "Gemm" and self.attrs["transB"] else b)
+            return super().held(index)
+        return HeldWeight(self.packed, transposed=self.node.op == "Gemm" and bool(self.attrs["transB"]))
 
     def _product(self, a: np.ndarray, b: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
                  packed: gemm_launch.PackedB | None = None) -> bool:

@@ -19,8 +19,9 @@ from ...ops import get_op
 from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
-from . import conv_launch, conv_transpose_launch, window_launch
+from . import conv_launch, conv_transpose_launch, held_weights, window_launch
 from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
+from .held_weights import HeldWeight
 from .blas import EPILOGUES
 from .gemm_launch import available
 
@@ -122,12 +123,10 @@ class WeightedKernel(WindowKernel):
     def holds_input(self, index: int) -> bool:
         return index == 1
 
-    def held_input(self, index: int) -> np.ndarray:
+    def held(self, index: int) -> HeldWeight:
         if index != 1:
-            return super().held_input(index)
-        if isinstance(self.packed, conv_launch.PackedConv):
-            return self.packed.unpack(*self.kernel_size(None))
-        return self.packed.unpack()
+            return super().held(index)
+        return HeldWeight(self.packed, kernel_size=tuple(self.kernel_size(None)))
 
 
 class ConvKernel(WeightedKernel):
@@ -141,7 +140,9 @@ class ConvKernel(WeightedKernel):
         self.planar = self.attrs["input_layout"] == "NCHW"   # (a network's image, read in place)
         self.activation = self.attrs["activation"]            # (before any absorbed epilogue)
         self.depthwise = is_depthwise(w.shape, group) and not self.planar
-        self.packed = window_launch.pack_depthwise(w) if self.depthwise else conv_launch.pack_conv(w, group)
+        kind = window_launch.PackedDepthwise if self.depthwise else conv_launch.PackedConv
+        self.packed = held_weights.offered(node.inputs[1], kind) or \
+            (window_launch.pack_depthwise(w) if self.depthwise else conv_launch.pack_conv(w, group))
         self.added: np.ndarray | None = None              # absorbed bias Adds, summed
         self.clamp: tuple[float, float] | None = None
         self.epilogue: list[tuple[str, np.ndarray | None, dict]] = []   # applied after the kernel
@@ -241,7 +242,8 @@ class ConvTransposeKernel(WeightedKernel):
         super().__init__(node)
         w = node.inputs[1].data
         win = window_from_attrs(self.ctx, tuple(w.shape[2:]))
-        self.packed = conv_transpose_launch.pack_conv_transpose(w, win.strides, win.dilations)
+        self.packed = held_weights.offered(node.inputs[1], conv_transpose_launch.PackedTranspose) or \
+            conv_transpose_launch.pack_conv_transpose(w, win.strides, win.dilations)
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]

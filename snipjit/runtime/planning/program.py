@@ -18,6 +18,7 @@ from ...ir.graph import Graph, Node, TensorType, Value, held_placeholder, is_hel
 from ..caches.kernel_cache import Recorder, recording
 from ..implementations.choice import choose
 from ..implementations.base import Kernel
+from ..implementations.held_weights import HeldWeight
 from .progress import Progress
 from ...memory.solver import BufferRequest, MemoryPlan, solve_buffer_memory
 from .resolver import Resolution, resolve
@@ -133,22 +134,27 @@ class Program:
                         plan = self._plans[key] = self._plan(list(input_types))
         return plan
 
-    def restored_graph(self) -> Graph:
-        """A copy of the graph with the constants kernels hold in their own form (packed weights, released
-        from the graph) rebuilt from that form: the graph as the passes left it."""
+    def held_weights(self) -> dict[str, HeldWeight]:
+        """The constants kernels hold in their own form (released from the graph), by value name."""
         by_slot = {s: v for v in self.graph.constants if is_held_placeholder(v.data) for s in [self.slots[id(v)]]}
-        restored: dict[str, np.ndarray] = {}
+        held: dict[str, HeldWeight] = {}
         for step in self.steps:
             for i, s in enumerate(step.in_slots):
-                if s in by_slot and by_slot[s].name not in restored and step.kernel.holds_input(i):
-                    restored[by_slot[s].name] = step.kernel.held_input(i)
-        missing = [v.name for v in by_slot.values() if v.name not in restored]
+                if s in by_slot and by_slot[s].name not in held and step.kernel.holds_input(i):
+                    held[by_slot[s].name] = step.kernel.held(i)
+        missing = [v.name for v in by_slot.values() if v.name not in held]
         if missing:
             raise RuntimeError(f"constants {missing[:3]} were released but no step holds them")
+        return held
+
+    def restored_graph(self) -> Graph:
+        """A copy of the graph with the constants kernels hold rebuilt from their form: the graph as the
+        passes left it."""
+        held = self.held_weights()
         graph = self.graph.copy()
         for v in graph.constants:
-            if v.name in restored:
-                v.data = restored[v.name]
+            if v.name in held:
+                v.data = held[v.name].original()
         return graph
 
     def _plan(self, input_types: list[TensorType]) -> ResolvedPlan:

@@ -100,9 +100,12 @@ def test_execution_settings_are_kept_unless_given(tmp_path):
 LOAD_WITHOUT_CODEGEN = textwrap.dedent("""
     import sys, time, numpy as np
     from snipjit.targets.llvm import jit, objects
+    from snipjit.runtime.implementations import conv_launch, conv_transpose_launch, gemm_launch, window_launch
     def refuse(*a, **k):
-        raise AssertionError("code was generated while loading a saved model")
+        raise AssertionError("code was generated or weights packed while loading a saved model")
     jit.optimized_module = objects.optimized_module = refuse
+    gemm_launch.pack = conv_launch.pack_conv = window_launch.pack_depthwise = refuse
+    conv_transpose_launch.pack_conv_transpose = refuse
     import snipjit
     cm = snipjit.load(sys.argv[1])
     x = np.load(sys.argv[2])
@@ -122,6 +125,27 @@ def test_a_fresh_process_loads_without_generating_code(model, tmp_path):
                            str(tmp_path / "x.npy"), str(tmp_path / "y.npy")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+
+
+def test_kernels_that_do_not_take_the_packed_weights_are_not_used(model, tmp_path, monkeypatch):
+    graph, shape = model
+    cm = snipjit.compile(graph)
+    x = randn(2, *shape)
+    want = cm.run({"x": x})[0]
+    cm.save(tmp_path / "m.snipjit")
+    from snipjit.runtime.implementations import held_weights
+    monkeypatch.setattr(held_weights, "offered", lambda value, kind: None)   # they pack the placeholders
+    with pytest.warns(ArtifactWarning, match="did not all take the weights packed for them"):
+        loaded = snipjit.load(tmp_path / "m.snipjit")
+    np.testing.assert_allclose(loaded.run({"x": x})[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_loaded_weights_stay_in_the_file(tmp_path):
+    cm = snipjit.compile(dense_model())
+    cm.save(tmp_path / "m.snipjit")
+    loaded = snipjit.load(tmp_path / "m.snipjit")
+    packed = [w.packed.data for w in loaded.program.held_weights().values()]
+    assert packed and all(not a.flags.writeable for a in packed)   # mapped from the file, not copied
 
 
 def count_compiles(monkeypatch) -> list:
