@@ -25,7 +25,7 @@ LAYERS = [
     ("snipjit.cli", "snipjit.visualize", "snipjit.benchmark", "snipjit.integrations", "snipjit"),  # tools, front door
 ]
 RUNTIME_LAYERS = [
-    ("snipjit.runtime.errors",),
+    ("snipjit.runtime.errors", "snipjit.runtime.scoped"),
     ("snipjit.runtime.caches",),           # kernel and compiled-model caches, saved models
     ("snipjit.runtime.parallel",),         # threads: native pool, Python pool, BLAS threads
     ("snipjit.runtime.implementations",),  # what a step can run on: snippets, GEMM, copies, references

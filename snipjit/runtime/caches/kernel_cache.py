@@ -26,6 +26,7 @@ from ...ir.graph import print_graph
 from ...version import __version__
 from ...snippets.subgraph_compiler import CompiledSnippet
 from ...snippets.target_machine import TargetMachine
+from ..scoped import ThreadScoped
 
 MAGIC = b"SNIPJITK1\n"
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # snipjit/ (this file: snipjit/runtime/caches/)
@@ -65,7 +66,6 @@ def cache_key(body: Graph, target: TargetMachine, options: dict) -> str:
 # Entries that came with a compiled-model artifact (`snipjit.load`): looked up before the disk cache, never
 # written to it. Keys hash the target's CPU and features, so an entry is only found by the ISA it was built for.
 _offered: dict[str, bytes] = {}
-_recording = threading.local()
 
 Recorder = dict[str, Callable[[], "bytes | None"]]   # cache key -> a function making the entry's bytes
 
@@ -78,24 +78,13 @@ def offered(key: str) -> bytes | None:
     return _offered.get(key)
 
 
-class recording:
-    """Every kernel a cache hands out on this thread inside the block is noted in `record` (a program's
-    kernels: what its artifact must carry); the innermost block's record gets it."""
-    __slots__ = ("record", "previous")
-
-    def __init__(self, record: Recorder):
-        self.record = record
-
-    def __enter__(self) -> None:
-        self.previous = getattr(_recording, "record", None)
-        _recording.record = self.record
-
-    def __exit__(self, *exc) -> None:
-        _recording.record = self.previous
+recording: ThreadScoped[Recorder] = ThreadScoped()
+"""`with recording(record):` notes in `record` every kernel a cache hands out on this thread inside the
+block (a program's kernels: what its artifact must carry); the innermost block's record gets it."""
 
 
 def note(key: str, entry: Callable[[], bytes | None]) -> None:
-    record = getattr(_recording, "record", None)
+    record = recording.get()
     if record is not None and key not in record:
         record[key] = entry
 

@@ -8,12 +8,12 @@ packing again; anywhere else `original()` gives the graph's array back, for a bu
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...ir.graph import Value
+from ..scoped import ThreadScoped
 from . import conv_launch
 
 
@@ -31,27 +31,13 @@ class HeldWeight:
         return np.ascontiguousarray(w.T if self.transposed else w)
 
 
-_offers = threading.local()
-
-
-class offering:
-    """Kernels built on this thread inside the block take the packed form offered for their constant
-    (by value name) instead of packing it."""
-    __slots__ = ("forms", "previous")
-
-    def __init__(self, forms: dict[str, HeldWeight]):
-        self.forms = forms
-
-    def __enter__(self) -> None:
-        self.previous = getattr(_offers, "forms", None)
-        _offers.forms = self.forms
-
-    def __exit__(self, *exc) -> None:
-        _offers.forms = self.previous
+offering: ThreadScoped[dict[str, HeldWeight]] = ThreadScoped()
+"""`with offering(forms):` kernels built on this thread inside the block take the packed form offered for
+their constant (by value name) instead of packing it."""
 
 
 def offered(value: Value, kind: type) -> object | None:
     """The packed form of `kind` offered for constant `value`, if any."""
-    forms = getattr(_offers, "forms", None)
+    forms = offering.get()
     held = forms.get(value.name) if forms else None
     return held.packed if held is not None and isinstance(held.packed, kind) else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-_local = threading.local()
+from ..scoped import ThreadScoped
 
 
 class Workers:
@@ -46,21 +46,7 @@ class Workers:
                 p.close()
 
 
-def active() -> Workers | None:
-    """The workers of the request running on this thread, or None: the process's pools."""
-    return getattr(_local, "workers", None)
-
-
-class running_on:
-    """Kernels launched and prepared on this thread inside the block use `workers` (None: the process's)."""
-    __slots__ = ("workers", "previous")
-
-    def __init__(self, workers: Workers | None):
-        self.workers = workers
-
-    def __enter__(self) -> None:
-        self.previous = getattr(_local, "workers", None)
-        _local.workers = self.workers
-
-    def __exit__(self, *exc) -> None:
-        _local.workers = self.previous
+running_on: ThreadScoped[Workers] = ThreadScoped()
+"""`with running_on(workers):` kernels launched and prepared on this thread inside the block use
+`workers` (None: the process's pools)."""
+active = running_on.get
