@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loads", type=int, default=5)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    from snipjit.targets import isa
-    machine = {**machine_info(), "isa": isa.current().level.name}
+    from snipjit.benchmark import machine_description
+    machine = {**machine_info(), "isa": machine_description()["isa"]}
     print(f"machine: {machine['cpu']}, snipjit ISA {machine['isa']}, flags {' '.join(machine['cpu_flags'])}, "
           f"{len(os.sched_getaffinity(0))} usable cores")
     result = {"machine": machine, "load": load_times(args.loads)}
