@@ -22,7 +22,7 @@ from .runtime.execution.async_queue import AsyncQueue, Callback
 from .runtime.execution.request import Request
 from .runtime.execution.settings import ExecutionSettings
 from .runtime.implementations.held_weights import HeldWeight, offering
-from .runtime.parallel.native_threads import POOL_MODULE, pool_code
+from .runtime.parallel.native_threads import POOL_MODULE, pool_code, supported as native_pool_supported
 from .runtime.parallel.workers import Workers
 from .runtime.execution.runtime_constants import RuntimeConstants
 
@@ -104,14 +104,12 @@ class CompiledModel:
                     userdata: Any = None) -> Future:
         """Start an inference and return its future at once (its result: the outputs); up to
         `settings.streams` run at the same time, on the model's own queue. `callback(outputs, userdata)`
-        runs on the job's thread when it is done. The feeds must stay unchanged until then."""
+        runs on the job's thread when it is done (an error it raises is the future's, and `wait_all`'s).
+        The feeds must stay unchanged until then."""
         with self._queue_lock:
             if self._queue is None:
                 self._queue = self.infer_queue()
-        future = self._queue.start_async(feeds, userdata)
-        if callback is not None:
-            future.add_done_callback(lambda f: f.exception() is None and callback(f.result(), userdata))
-        return future
+        return self._queue.start_async(feeds, userdata, callback)
 
     def wait_all(self) -> None:
         """Wait for every inference `start_async` started; raise the first error among them."""
@@ -148,8 +146,9 @@ class CompiledModel:
 
     def _artifact(self) -> Artifact:
         kernels = {key: entry for key, make in list(self.program.kernels.items()) if (entry := make()) is not None}
-        pool_code()   # the thread pool's code: every process runs it
-        kernels.setdefault(*object_cache.loaded_entry(POOL_MODULE))
+        if native_pool_supported():   # the thread pool's code: every process runs it
+            pool_code()
+            kernels.setdefault(*object_cache.loaded_entry(POOL_MODULE))
         return Artifact.of(self.graph, self.program.held_weights(), history=self.history, options=self.options,
                            execution=self.settings.requested, machine=Machine.here(), kernels=kernels)
 

@@ -31,19 +31,21 @@ class AsyncQueue:
         self._pending: list[Future] = []   # in the order started
         self._lock = threading.Lock()
 
-    def start_async(self, feeds: Mapping[str, np.ndarray], userdata: Any = None) -> Future:
-        future = self._executor.submit(self._infer, dict(feeds), userdata)
+    def start_async(self, feeds: Mapping[str, np.ndarray], userdata: Any = None,
+                    callback: Callback | None = None) -> Future:
+        """Start an inference; `callback` (default: the queue's) gets its outputs and `userdata`."""
+        future = self._executor.submit(self._infer, dict(feeds), userdata, callback or self.callback)
         with self._lock:
             self._pending.append(future)
         return future
 
-    def _infer(self, feeds: dict[str, np.ndarray], userdata: Any) -> list[np.ndarray]:
+    def _infer(self, feeds: dict[str, np.ndarray], userdata: Any, callback: Callback | None) -> list[np.ndarray]:
         request = getattr(self._local, "request", None)
         if request is None:
             request = self._local.request = self._make_request()
         outputs = request.run(feeds)
-        if self.callback is not None:
-            self.callback(outputs, userdata)
+        if callback is not None:
+            callback(outputs, userdata)
         return outputs
 
     def is_ready(self) -> bool:

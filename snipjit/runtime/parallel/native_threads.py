@@ -148,7 +148,8 @@ def pool_code():
 
 
 @functools.cache
-def _supported() -> bool:
+def supported() -> bool:
+    """Whether the native pool runs here (Linux on x86-64: futexes and the pause instruction)."""
     import platform
     return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
 
@@ -167,7 +168,7 @@ def existing_native_pool() -> NativePool | None:
 
 def new_native_pool(threads: int) -> NativePool | None:
     """A native pool of `threads` threads, or None where it is not supported or for one thread."""
-    return NativePool(threads) if _supported() and threads > 1 else None
+    return NativePool(threads) if supported() and threads > 1 else None
 
 
 def get_native_pool() -> NativePool | None:

@@ -78,6 +78,12 @@ def test_a_failing_callback_is_reported(model):
     def boom(outputs, userdata):
         raise RuntimeError("callback failed")
 
+    cm = snipjit.compile(model)
+    future = cm.start_async(feeds(1)[0], callback=boom)
+    with pytest.raises(RuntimeError, match="callback failed"):
+        cm.wait_all()
+    assert isinstance(future.exception(), RuntimeError)
+
     with AsyncQueue(snipjit.compile(model).create_request, 1, boom) as queue:
         queue.start_async(feeds(1)[0])
         with pytest.raises(RuntimeError, match="callback failed"):

@@ -20,7 +20,7 @@ def test_one_thread_means_no_pool():
     assert active() is None
 
 
-@pytest.mark.skipif(not native_threads._supported(), reason="no native pool here")
+@pytest.mark.skipif(not native_threads.supported(), reason="no native pool here")
 def test_own_pools_are_not_the_process_pools():
     w = Workers(3)
     with running_on(w):
@@ -49,7 +49,7 @@ def test_workers_need_a_thread():
         Workers(0)
 
 
-@pytest.mark.skipif(not native_threads._supported(), reason="no native pool here")
+@pytest.mark.skipif(not native_threads.supported(), reason="no native pool here")
 def test_a_request_with_threads_of_its_own_stops_them_when_it_goes():
     b = snipjit.GraphBuilder()
     x = b.input("x", "f32", [256, 256])
