@@ -46,7 +46,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     # ONNX ops with no snipjit.ops definition yet (and no function body the frontend could expand)
     r"^test_(quantizelinear|dequantizelinear|dynamicquantizelinear|qlinearconv|qlinearmatmul|convinteger)":
         "quantized ops are not supported yet (DynamicQuantizeLinear's function body uses QuantizeLinear)",
-    r"^test_(gru|lstm|rnn|simple_rnn)_": "recurrent ops (RNN/GRU/LSTM) are not supported yet",
 }
 
 KNOWN_FAILURES: dict[str, str] = {
