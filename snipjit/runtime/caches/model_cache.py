@@ -15,7 +15,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ...targets import isa
 from . import pickle_file
@@ -67,19 +67,31 @@ SMALL_MODEL = 64 << 20   # bytes: a model file this small may keep its weights i
 
 
 def model_digest(path: Path) -> str:
-    """The content hash of an ONNX file and of the external data files it names."""
-    digest = file_digest(path)
+    """The content hash of an ONNX file and of the external data files it names (looked for in files of
+    up to SMALL_MODEL bytes: larger ones hold their weights themselves)."""
+    facts = _remembered(path, "model", _model_facts)
+    parts = [facts["sha256"]] + [file_digest(path.parent / name) for name in facts["external"]]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest() if len(parts) > 1 else facts["sha256"]
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes (see `_remembered`)."""
+    return _remembered(path, "file", lambda p: {"sha256": _sha256(p)})["sha256"]
+
+
+def _model_facts(path: Path) -> dict:
     if path.stat().st_size > SMALL_MODEL:
-        return digest
-    parts = [digest] + [file_digest(path.parent / name) for name in sorted(_external_files(path))]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest() if len(parts) > 1 else digest
+        return {"sha256": _sha256(path), "external": []}
+    data = path.read_bytes()
+    external = sorted(_external_files(data)) if b"location" in data else []   # (the external-data key)
+    return {"sha256": hashlib.sha256(data).hexdigest(), "external": external}
 
 
-def _external_files(path: Path) -> set[str]:
+def _external_files(data: bytes) -> set[str]:
     import onnx
     from onnx import external_data_helper
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        model = onnx.load_from_string(data)
     except Exception:   # noqa: BLE001 - not ONNX: the frontend will say so
         return set()
     tensors = getattr(external_data_helper, "_get_all_tensors", lambda m: m.graph.initializer)(model)
@@ -87,28 +99,33 @@ def _external_files(path: Path) -> set[str]:
             for entry in t.external_data if entry.key == "location"}
 
 
-def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes, remembered in the cache under its absolute path, size, modification time
-    and inode (as build tools do), so an unchanged file is read and hashed once, not at every compile."""
-    st = path.stat()
-    stamp = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}".encode()).hexdigest()
-    base = default_directory()
-    # a file changed within the clock's resolution of now could change again under the same stamp (as
-    # git's "racy" entries): hashed, not remembered
-    racy = time.time_ns() - st.st_mtime_ns < RACY_NS
-    memo = None if base is None or racy else base.parent / "models" / "digests" / stamp
-    try:
-        if memo is not None and memo.exists():
-            return memo.read_text().strip()
-    except OSError:
-        pass
+def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
             digest.update(chunk)
-    if memo is not None:
-        write_atomically(memo, digest.hexdigest().encode())
     return digest.hexdigest()
+
+
+def _remembered(path: Path, kind: str, facts: Callable[[Path], dict]) -> dict:
+    """`facts(path)`, remembered in the cache under the file's absolute path, size, modification time and
+    inode (as build tools do), so an unchanged file is read and hashed once, not at every compile."""
+    st = path.stat()
+    stamp = hashlib.sha256(f"{kind}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}".encode()).hexdigest()
+    base = default_directory()
+    # a file changed within the clock's resolution of now could change again under the same stamp (as
+    # git's "racy" entries): computed, not remembered
+    racy = time.time_ns() - st.st_mtime_ns < RACY_NS
+    memo = None if base is None or racy else base.parent / "models" / "digests" / stamp
+    try:
+        if memo is not None and memo.exists():
+            return json.loads(memo.read_text())
+    except (OSError, ValueError):
+        pass
+    found = facts(path)
+    if memo is not None:
+        write_atomically(memo, json.dumps(found).encode())
+    return found
 
 
 MAGIC = b"SNIPJITM1\n"
