@@ -303,13 +303,13 @@ def load(source: str | os.PathLike | bytes, *, num_threads: int | None = None, s
 
 
 def _takes_packed(program: Program, offered: dict[str, HeldWeight]) -> bool:
-    """Whether every constant offered packed is held in exactly that form (else a kernel would read a
-    placeholder: the program is not used)."""
+    """Whether every constant offered packed is held in exactly that form by every step reading it (else a
+    kernel would read a placeholder, or one packed from it: the program is not used)."""
     try:
         held = program.held_weights()
-    except RuntimeError:   # a released constant no kernel holds
+    except RuntimeError:   # a placeholder some step reads, or none holds
         return False
-    return held.keys() == offered.keys() and all(held[k].packed is offered[k].packed for k in held)
+    return all(name in held and all(f.packed is form.packed for f in held[name]) for name, form in offered.items())
 
 
 def _from_bytes(data: bytes) -> CompiledModel:

@@ -67,13 +67,18 @@ class Artifact:
     #                                                           `held_weights.HeldWeight`
 
     @staticmethod
-    def of(graph: Graph, held: dict[str, Any], **fields) -> "Artifact":
-        """The artifact of a compiled graph whose constants named in `held` live only in packed form."""
+    def of(graph: Graph, held: dict[str, list[Any]], **fields) -> "Artifact":
+        """The artifact of a compiled graph whose constants named in `held` live only in the forms its
+        kernels hold: a constant held in one form is stored in it; one that steps hold in different
+        forms is stored as the graph's array again (its kernels pack it when loaded)."""
         graph = graph.copy()
+        single = {name: forms[0] for name, forms in held.items() if all(f is forms[0] for f in forms)}
         for v in graph.constants:
-            if v.name in held:
+            if v.name in single:
                 v.data = None
-        return Artifact(graph, held=held, **fields)
+            elif v.name in held:
+                v.data = held[v.name][0].original()
+        return Artifact(graph, held=single, **fields)
 
     def graph_to_build(self, packed: bool) -> Graph:
         """The graph for a build: with memory-free placeholders for the held constants when the kernels

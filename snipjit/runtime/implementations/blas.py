@@ -127,8 +127,9 @@ class BlasKernel(Kernel):
         w = self.node.inputs[1] if self.node.op in ("MatMul", "Gemm") else None
         if not self.native or w is None or not w.is_constant or w.data.ndim != 2 or w.data.dtype != np.float32:
             return None
-        return held_weights.offered(w, gemm_launch.PackedB) or \
-            gemm_launch.pack(w.data.T if self.node.op == "Gemm" and self.attrs["transB"] else w.data)
+        transposed = self.node.op == "Gemm" and bool(self.attrs["transB"])
+        return held_weights.offered(w, gemm_launch.PackedB, transposed) or \
+            gemm_launch.pack(w.data.T if transposed else w.data)
 
     def holds_input(self, index: int) -> bool:
         """Whether the kernel keeps its own copy of constant input `index` (the packed weights) and never

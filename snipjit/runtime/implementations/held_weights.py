@@ -36,8 +36,11 @@ offering: ThreadScoped[dict[str, HeldWeight]] = ThreadScoped()
 their constant (by value name) instead of packing it."""
 
 
-def offered(value: Value, kind: type) -> object | None:
-    """The packed form of `kind` offered for constant `value`, if any."""
+def offered(value: Value, kind: type, transposed: bool = False) -> object | None:
+    """The packed form of `kind` offered for constant `value` (of the graph's array transposed, or not),
+    if any."""
     forms = offering.get()
     held = forms.get(value.name) if forms else None
-    return held.packed if held is not None and isinstance(held.packed, kind) else None
+    if held is None or not isinstance(held.packed, kind) or held.transposed != transposed:
+        return None
+    return held.packed

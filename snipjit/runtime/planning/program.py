@@ -134,14 +134,18 @@ class Program:
                         plan = self._plans[key] = self._plan(list(input_types))
         return plan
 
-    def held_weights(self) -> dict[str, HeldWeight]:
-        """The constants kernels hold in their own form (released from the graph), by value name."""
+    def held_weights(self) -> dict[str, list[HeldWeight]]:
+        """The constants kernels hold in their own form (released from the graph), by value name: the
+        form of every step holding it (steps reading one weight differently hold different forms)."""
         by_slot = {s: v for v in self.graph.constants if is_held_placeholder(v.data) for s in [self.slots[id(v)]]}
-        held: dict[str, HeldWeight] = {}
+        held: dict[str, list[HeldWeight]] = {}
         for step in self.steps:
             for i, s in enumerate(step.in_slots):
-                if s in by_slot and by_slot[s].name not in held and step.kernel.holds_input(i):
-                    held[by_slot[s].name] = step.kernel.held(i)
+                if s not in by_slot:
+                    continue
+                if not step.kernel.holds_input(i):
+                    raise RuntimeError(f"constant {by_slot[s].name} was released but step {step} reads it")
+                held.setdefault(by_slot[s].name, []).append(step.kernel.held(i))
         missing = [v.name for v in by_slot.values() if v.name not in held]
         if missing:
             raise RuntimeError(f"constants {missing[:3]} were released but no step holds them")
@@ -154,7 +158,7 @@ class Program:
         graph = self.graph.copy()
         for v in graph.constants:
             if v.name in held:
-                v.data = held[v.name].original()
+                v.data = held[v.name][0].original()
         return graph
 
     def _plan(self, input_types: list[TensorType]) -> ResolvedPlan:
