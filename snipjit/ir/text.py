@@ -10,6 +10,10 @@ Names that are not plain identifiers are double-quoted; `_` is a missing optiona
 be left out (`[t] = Relu(x)`) and are then inferred. Attributes are `{name=value, ...}` with ints, floats,
 strings, lists, tensors `tensor<f32[2]>[1.0, 2.0]` and nested graphs. Constants with more than
 `max_elems` elements print as `<elided>`; parsing such text needs `elided="zeros"`.
+
+Element types are spelled f32 f16 bf16 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool string, and for the types
+ml_dtypes gives NumPy: f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f8e8m0 f6e2m3 f6e3m2 f4e2m1 i4 u4 i2 u2
+(`dtypes.BY_NAME`). Constant values are written as the numbers they stand for (`f8e4m3fn[2] = [0.5, 448.0]`).
 """
 from __future__ import annotations
 
@@ -156,7 +160,13 @@ class _Parser:
         count = int(np.prod(ty.shape, dtype=np.int64))
         if len(items) != count:
             raise self.error(f"constant of type {ty} needs {count} values, got {len(items)}")
-        return np.array(items, dtype=ty.dtype.np).reshape(ty.shape)
+        try:
+            arr = np.array(items, dtype=ty.dtype.np)
+        except (OverflowError, ValueError, TypeError) as e:
+            raise self.error(f"constant of type {ty}: {e}") from None
+        if ty.dtype.is_int and ty.dtype.from_ml_dtypes and arr.astype(np.int64).tolist() != items:
+            raise self.error(f"a value of the constant is out of the range of {ty.dtype}")  # ml_dtypes would wrap it
+        return arr.reshape(ty.shape)
 
     def attr_value(self):
         kind, text = self.peek()

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..ir.dtypes import DType, boolean, dtype as to_dtype, i32, i64, string
+from ..ir.dtypes import FLOAT8, DType, boolean, dtype as to_dtype, f8e8m0, i32, i64, string
 from ..ir.graph import TensorType
 from ..ir.shape import is_static, numel, shape_str
 from ._indexing import tensor
@@ -219,16 +219,131 @@ def clip(ctx: OpContext, x, lo=None, hi=None):
 
 
 # ---- casts ---------------------------------------------------------------------------------------
+# NumPy's own conversions where it has both types: floats truncate toward zero when cast to integers,
+# integers wrap, anything nonzero is true. The ml_dtypes types (bfloat16, float8, float4, int4, ...) go
+# through float32 or int8, which hold their values exactly. ONNX's float8 rules: round to nearest even,
+# and with `saturate` finite values beyond the range (and infinities) clamp to the largest value.
+_ROUND_MODES = ("up", "down", "nearest")
+_E8M0_BIAS, _E8M0_LARGEST, _E8M0_NAN = 127, 254, 255
+
+
+def _exact_native(x: np.ndarray) -> np.ndarray:
+    """x itself, or for an ml_dtypes type the same values as float32, int8 or uint8."""
+    source = to_dtype(x.dtype)
+    if not source.from_ml_dtypes:
+        return x
+    return x.astype(np.float32 if source.is_float else np.int8 if source.kind == "int" else np.uint8)
+
+
+def _f32_rounded_to_odd(x: np.ndarray) -> np.ndarray:
+    """float64 to float32, truncated and with the last bit set when inexact ("round to odd"). Rounding
+    this to a type of 22 significant bits or fewer gives the correctly rounded value of x; rounding x to
+    float32 to nearest first could round twice the same way (ml_dtypes converts float64 that way)."""
+    nearest = x.astype(np.float32)
+    wide = nearest.astype(np.float64)
+    bits = nearest.view(np.uint32).copy()
+    bits[np.abs(wide) > np.abs(x)] -= 1         # one step toward zero: the truncated value
+    bits[(wide != x) & ~np.isnan(x)] |= 1       # inexact: the last bit says so
+    return bits.view(np.float32)
+
+
+def _to_narrow_float(x: np.ndarray, to: DType, saturate: bool) -> np.ndarray:
+    """x (NumPy-native) as an ml_dtypes float type, rounded to nearest even."""
+    if x.dtype != np.float64:
+        x = x.astype(np.float64 if x.dtype.kind in "iu" else np.float32)
+    if saturate and to in FLOAT8:
+        x = np.clip(x, -to.largest, to.largest)     # infinities too; NaN stays NaN
+    if x.dtype == np.float64:
+        x = _f32_rounded_to_odd(x)
+    return x.astype(to.np)
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """x as float8e8m0: powers of two 2^-127..2^127 stored as their biased exponent (255 is NaN). The
+    magnitude's exponent rounds by `round_mode` (up: any fraction rounds away from zero, down: truncates,
+    nearest: a mantissa of 1.5 or more rounds up); out of range (zero and infinities included) gives the
+    nearest end with `saturate`, else NaN. The sign is ignored: negative values are undefined in ONNX."""
+    v = np.abs(x.astype(np.float64))
+    fraction, exponent = np.frexp(v)           # v = fraction * 2**exponent, fraction in [0.5, 1)
+    biased = exponent.astype(np.int64) - 1 + _E8M0_BIAS
+    if round_mode == "up":
+        biased += fraction > 0.5
+    elif round_mode == "nearest":
+        biased += fraction >= 0.75
+    biased = np.where(v == 0, -1, np.where(np.isinf(v), _E8M0_LARGEST + 1, biased))
+    below, above = biased < 0, biased > _E8M0_LARGEST
+    if saturate:
+        biased = np.clip(biased, 0, _E8M0_LARGEST)
+    else:
+        biased[below | above] = _E8M0_NAN
+    biased[np.isnan(v)] = _E8M0_NAN
+    return biased.astype(np.uint8).view(f8e8m0.np)
+
+
+def _to_strings(x: np.ndarray) -> np.ndarray:
+    """Numbers printed as NumPy prints them, as ONNX's reference does: the shortest text that reads back
+    as the same value ("0.47892547", "1e-07", "nan", "-inf", "True"); ml_dtypes floats print their
+    float32 value."""
+    if x.dtype.kind in "OUS":
+        return np.array([s.decode("utf-8") if isinstance(s, bytes) else str(s) for s in x.reshape(-1)],
+                        dtype=object).reshape(x.shape)
+    return _exact_native(x).astype(np.str_).astype(object)
+
+
+def _read_number(text: str, integer: bool) -> float | int:
+    """One string as a number: plain or scientific notation, and "INF", "+INF", "-INF", "NaN" in any
+    letter case. Integer types read integer text exactly and truncate a fraction ("100.5" -> 100); booleans
+    also read "true" and "false"."""
+    text = text.strip()
+    if text.lower() in ("true", "false"):
+        return int(text.lower() == "true")
+    if integer:
+        try:
+            return int(text)
+        except ValueError:
+            return int(float(text))
+    return float(text)
+
+
+def _from_strings(ctx: OpContext, x: np.ndarray, to: DType, saturate: bool, round_mode: str) -> np.ndarray:
+    integer = to.is_int
+    numbers = []
+    for s in x.reshape(-1):
+        s = s.decode("utf-8") if isinstance(s, bytes) else str(s)
+        try:
+            numbers.append(_read_number(s, integer))
+        except (ValueError, OverflowError):
+            raise ctx.fail(f"cannot convert to {to}: {s!r} is not a number") from None
+    if integer:   # Python ints wrap to 64 bits, then to the target as NumPy's integer casts do
+        wrapped = np.array([n % (1 << 64) for n in numbers], np.uint64).reshape(x.shape)
+        return _convert(wrapped, to, saturate, round_mode)
+    return _convert(np.array(numbers, np.float64).reshape(x.shape), to, saturate, round_mode)
+
+
+def _convert(x: np.ndarray, to: DType, saturate: bool, round_mode: str) -> np.ndarray:
+    """Numbers to the numeric (or bool) type `to`."""
+    x = _exact_native(x)
+    with np.errstate(all="ignore"):  # out-of-range conversions are undefined in ONNX
+        if to == f8e8m0:
+            return _to_e8m0(x, saturate, round_mode)
+        if to.from_ml_dtypes and to.is_float:
+            return _to_narrow_float(x, to, saturate)
+        return x.astype(to.np)
+
+
 def _cast(ctx: OpContext, x: np.ndarray, to: DType) -> np.ndarray:
-    """x converted to `to`: floats truncate toward zero when cast to integers, anything nonzero is
-    true, strings parse as numbers ("INF", "-inf" and "NaN" included) and numbers print as strings."""
+    """x converted to `to`; strings parse as numbers and numbers print as strings."""
+    saturate, round_mode = bool(ctx.attrs["saturate"]), ctx.attrs["round_mode"]
+    if round_mode not in _ROUND_MODES:
+        raise ctx.fail(f"round_mode must be one of {', '.join(_ROUND_MODES)}, got {round_mode!r}")
     if to.kind == "string":
-        return x.astype(np.str_).astype(object)
+        return _to_strings(x)
+    if x.dtype.kind in "OUS":
+        return _from_strings(ctx, x, to, saturate, round_mode)
     try:
-        with np.errstate(all="ignore"):  # out-of-range conversions are undefined in ONNX
-            return x.astype(to.np)
-    except ValueError as e:
-        raise ctx.fail(f"cannot convert to {to}: {e}") from None
+        return _convert(x, to, saturate, round_mode)
+    except (ValueError, TypeError) as e:
+        raise ctx.fail(f"cannot convert {x.dtype} to {to}: {e}") from None
 
 
 def _target(ctx: OpContext) -> DType:
@@ -238,7 +353,8 @@ def _target(ctx: OpContext) -> DType:
         raise ctx.fail(f"attribute to={ctx.attrs['to']!r}: {e}") from None
 
 
-_CAST_ATTRS = {"saturate": 1, "round_mode": "up"}  # both only matter for float8 types, not supported
+# `saturate` is about float8 targets, `round_mode` about float8e8m0
+_CAST_ATTRS = {"saturate": 1, "round_mode": "up"}
 
 
 @register("Cast", Category.UNARY, infer=lambda ctx: [TensorType(_target(ctx), ctx.in_types[0].shape)],
