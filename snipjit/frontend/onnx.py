@@ -33,6 +33,7 @@ from ..ir.graph import Graph, GraphError, Node, TensorType, Value
 from ..ir.shape import ShapeError, merge_shapes
 from ..ops import OpError, get_op, has_op, infer_node
 from ..ops.infer_shapes import infer_shapes
+from .onnx_control_flow import CONTROL_FLOW, import_control_flow
 from .onnx_functions import ExpansionError, expand
 from .onnx_opsets import OnnxNode, upgrade
 
@@ -104,10 +105,14 @@ def _canonical_domain(domain: str) -> str:
 
 
 class _Importer:
-    def __init__(self, proto: onnx.ModelProto, base_dir: str):
+    def __init__(self, proto: onnx.ModelProto, base_dir: str, parent: "_Importer | None" = None,
+                 graph: onnx.GraphProto | None = None, input_types: list[TensorType | None] | None = None):
         self.proto = proto
-        self.g = proto.graph
+        self.g = proto.graph if graph is None else graph
         self.base_dir = base_dir
+        self.parent = parent                       # the importer of the graph around a body
+        self.input_types = input_types or []       # a body's formal input types, from its node
+        self.captured: list[str] = []              # names a body reads from around it, in order
         self.opsets = {_canonical_domain(o.domain): o.version for o in proto.opset_import}
         if not self.opsets:  # IR version < 3: no imports meant opset 1
             self.opsets = {DEFAULT_DOMAIN: 1}
@@ -126,10 +131,11 @@ class _Importer:
             nm = sp.values.name
             self._define(Value.constant(nm, self._sparse(sp, f"sparse initializer '{nm}'")))
         inputs = []
-        for vi in self.g.input:
+        for k, vi in enumerate(self.g.input):
             if vi.name in self.values:  # an initializer listed as an input: a constant
                 continue
-            t = self._value_type(vi, f"graph input '{vi.name}'", required=True)
+            given = self.input_types[k] if k < len(self.input_types) else None
+            t = self._value_type(vi, f"graph input '{vi.name}'", required=given is None) or given
             inputs.append(self._define(Value(vi.name, t)))
         for vi in [*self.g.value_info, *self.g.output]:
             t = self._value_type(vi, f"value '{vi.name}'", required=False)
@@ -143,6 +149,7 @@ class _Importer:
                 raise FrontendError(f"graph output '{vi.name}' is not produced by any node, "
                                     "not a graph input and not an initializer")
             outputs.append(self.values[vi.name])
+        inputs += [self.values[n] for n in self.captured]
         graph = Graph(inputs, outputs, self.nodes, name or self.g.name or "main")
         try:
             return infer_shapes(graph)
@@ -171,7 +178,9 @@ class _Importer:
                                 "opset for it)")
         if not has_op(proto.op_type, domain) and self._expand(proto, site, opset, opsets):
             return
-        attrs = {a.name: self._attribute(a, site) for a in proto.attribute}
+        bodies = domain == DEFAULT_DOMAIN and proto.op_type in CONTROL_FLOW
+        attrs = {a.name: self._attribute(a, site) for a in proto.attribute
+                 if not (bodies and a.type == onnx.AttributeProto.GRAPH)}
         if domain == DEFAULT_DOMAIN and proto.op_type == "Constant":
             if len(proto.output) != 1 or proto.input:
                 raise FrontendError(f"{site}: a Constant has no inputs and one output")
@@ -179,6 +188,8 @@ class _Importer:
             self._define(Value.constant(proto.output[0], self._constant_data(attrs, site)))
             return
         inputs = [self._lookup(n, i, site) if n else None for i, n in enumerate(proto.input)]
+        if bodies:
+            inputs, attrs = import_control_flow(self, proto, site, opset, inputs, attrs)
         node = OnnxNode(proto.op_type, inputs, list(proto.output), attrs, proto.name, domain)
         builder = _Builder(self, site, opset)
         if domain == DEFAULT_DOMAIN:
@@ -202,7 +213,31 @@ class _Importer:
             self._import(node, replace(site, via=site.via + (node.op_type,)), body_opsets)
         return True
 
+    def child(self, graph: onnx.GraphProto, input_types: list[TensorType | None]) -> "_Importer":
+        """The importer of a body of a node of this graph."""
+        child = _Importer(self.proto, self.base_dir, self, graph, input_types)
+        child.opsets = self.opsets
+        return child
+
+    def lookup_outer(self, name: str, site: _Site) -> Value:
+        """The value `name` in this graph, captured from around it when this graph is a body."""
+        found = self.values.get(name)
+        if found is not None:
+            return found
+        if self.parent is None:
+            raise FrontendError(f"{site}: a body reads '{name}', which no graph around it defines")
+        outer = self.parent.lookup_outer(name, site)
+        self.captured.append(name)
+        # its dtype only: the node's inference gives the body the shapes (an If's branch may not fit the
+        # shapes of a run that takes the other one, and is not inferred with them)
+        return self._define(Value(name, TensorType(outer.type.dtype, None)))
+
+    def error(self, site: _Site, msg: str) -> FrontendError:
+        return FrontendError(f"{site}: {msg}")
+
     def _lookup(self, name: str, i: int, site: _Site) -> Value:
+        if name not in self.values and self.parent is not None and not any(name in n.output for n in self.g.node):
+            return self.lookup_outer(name, site)
         try:
             return self.values[name]
         except KeyError:
@@ -279,8 +314,7 @@ class _Importer:
         except UnicodeDecodeError:
             raise FrontendError(f"{site}: attribute '{a.name}' is not valid UTF-8 text") from None
         if a.type in (A.GRAPH, A.GRAPHS):
-            raise FrontendError(f"{site}: attribute '{a.name}' is a subgraph; control flow (If, Loop, Scan) "
-                                "is not supported")
+            raise FrontendError(f"{site}: attribute '{a.name}' is a subgraph; only If, Loop and Scan take one")
         kind = A.AttributeType.Name(a.type) if a.type in A.AttributeType.values() else str(a.type)
         raise FrontendError(f"{site}: attribute '{a.name}' has unsupported type {kind}")
 

@@ -134,8 +134,10 @@ def _instantiate(function: onnx.FunctionProto, call: onnx.NodeProto, schema: onn
             node.name = f"{call.name}/{body_node.name or body_node.op_type.lower()}{k}"
         del node.attribute[:]
         for a in body_node.attribute:
-            if not a.ref_attr_name:  # subgraphs are copied unrenamed: the frontend refuses them anyway
+            if not a.ref_attr_name:
                 node.attribute.append(a)
+                if a.type == onnx.AttributeProto.GRAPH:   # its reads of the body's values: renamed too
+                    _rename_outer(node.attribute[-1].g, rename)
             elif a.ref_attr_name in attributes:
                 resolved = onnx.AttributeProto()
                 resolved.CopyFrom(attributes[a.ref_attr_name])
@@ -143,6 +145,23 @@ def _instantiate(function: onnx.FunctionProto, call: onnx.NodeProto, schema: onn
                 node.attribute.append(resolved)
         nodes.append(node)
     return nodes
+
+
+def _rename_outer(graph: onnx.GraphProto, rename: Callable[[str], str]) -> None:
+    """Rename, in place, the names a subgraph (and the subgraphs in it) reads from around it."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer} | \
+        {o for n in graph.node for o in n.output}
+
+    def outer(name: str) -> str:
+        return name if not name or name in defined else rename(name)
+
+    for n in graph.node:
+        n.input[:] = [outer(x) for x in n.input]
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_outer(a.g, outer)
+    for v in graph.output:
+        v.name = outer(v.name)
 
 
 def _attribute_values(function: onnx.FunctionProto, call: onnx.NodeProto,

@@ -186,7 +186,9 @@ def _infer_range(ctx: OpContext) -> list[TensorType]:
     for i, t in enumerate(types):
         if t.dtype != types[0].dtype:
             raise ctx.fail(f"input {i} has dtype {t.dtype} but start has {types[0].dtype}")
-        require_rank(ctx, t.shape, 0, what=("start", "limit", "delta")[i])
+        if t.shape is not None and (len(t.shape) > 1 or (len(t.shape) == 1 and t.shape[0] not in (1, None))):
+            # (ONNX's own function bodies, AffineGrid's, give Range one-element vectors)
+            raise ctx.fail(f"{('start', 'limit', 'delta')[i]} must be a scalar, got shape {list(t.shape)}")
     values = [ctx.value(i) for i in range(3)]
     if any(v is None for v in values):
         return [tensor(types[0].dtype, [None])]

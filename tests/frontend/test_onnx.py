@@ -378,11 +378,10 @@ def test_op_of_another_domain_is_unsupported_and_unknown_domain_is_an_error():
         load(m)
 
 
-def test_subgraph_attributes_are_refused():
+def test_subgraph_attributes_of_other_ops_are_refused():
     branch = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [], [vi("o", TP.FLOAT, None)])
-    m = model([helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
-              [vi("c", TP.BOOL, []), X3], [Y])
-    with pytest.raises(FrontendError, match=r"node #0 \(If.*subgraph; control flow"):
+    m = model([helper.make_node("Relu", ["x"], ["y"], body=branch)], [X3], [Y])
+    with pytest.raises(FrontendError, match=r"node #0 \(Relu.*'body' is a subgraph; only If, Loop and Scan"):
         load(m)
 
 

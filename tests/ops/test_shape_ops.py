@@ -64,7 +64,7 @@ def test_inference(body, expected):
     ("[y] = Constant()", "exactly one of"),
     ("[y] = Constant() {value_int=1, value_float=2.0}", "exactly one of"),
     ("[y] = Range(e, e, h)", "input 2 has dtype f16"),
-    ("[y] = Range(e, e, s)", "delta must have rank 0"),
+    ("[y] = Range(e, e, s)", "delta must be a scalar, got shape \\[2\\]"),
     ("const a: i64[] = 1\nconst d: i64[] = 0\n[y] = Range(a, a, d)", "delta cannot be 0"),
     ("[y] = EyeLike(x)", "rank 2"),
     ("[y] = EyeLike(m) {dtype=99}", "unknown ONNX element type 99"),
