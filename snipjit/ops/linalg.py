@@ -1,7 +1,8 @@
-"""Matrix products: MatMul, Gemm, Einsum and MatMulInteger; and Det, the determinant.
+"""Matrix products: MatMul, Gemm and Einsum; and Det, the determinant. (The integer products,
+MatMulInteger and QLinearMatMul, are in `quantization`.)
 
 Reference kernels use NumPy's BLAS-backed products. float16/bfloat16 inputs are multiplied in float32 and
-rounded back (NumPy has no BLAS for them), MatMulInteger's 8-bit integers in float64 (exact for them).
+rounded back (NumPy has no BLAS for them).
 """
 from __future__ import annotations
 
@@ -168,40 +169,6 @@ def einsum(ctx: OpContext, *xs):
     except ValueError as e:
         raise ctx.fail(f"equation {ctx.attrs['equation']!r} does not fit the inputs: {e}") from None
     return np.asarray(y).astype(xs[0].dtype, copy=False)
-
-
-# ---- MatMulInteger ---------------------------------------------------------------------------------------
-def _infer_matmul_integer(ctx: OpContext) -> list[TensorType]:
-    for i, name in enumerate(("A", "B", "a_zero_point", "b_zero_point")):
-        t = ctx.in_types[i] if i < len(ctx.in_types) else None
-        if t is not None and t.dtype.name not in ("u8", "i8"):
-            raise ctx.fail(f"{name} must be uint8 or int8, got {t.dtype}")
-        if i >= 2 and t is not None and ctx.in_types[i - 2].dtype != t.dtype:
-            raise ctx.fail(f"{name} has dtype {t.dtype} but {name[0].upper()} has {ctx.in_types[i - 2].dtype}")
-    a, b = ctx.in_types[:2]
-    return [tensor(i32, _matmul_shape(ctx, a.shape, b.shape))]
-
-
-def _centered(ctx: OpContext, x: np.ndarray, zero_point: np.ndarray | None, axis: int, name: str) -> np.ndarray:
-    """x - zero_point in float64; a 1-D zero point applies per row of A (axis -2) or column of B (axis -1)."""
-    y = x.astype(np.float64)
-    if zero_point is None:
-        return y
-    zp = np.asarray(zero_point, dtype=np.float64)
-    if zp.size == 1:
-        return y - zp.reshape(())
-    if zp.ndim != 1 or x.ndim < 2 or zp.size != x.shape[axis]:
-        raise ctx.fail(f"{name} of shape {list(zp.shape)} must be a scalar or have one value per "
-                       f"{'row' if axis == -2 else 'column'} ({x.shape[axis] if x.ndim >= 2 else '?'})")
-    return y - (zp[:, None] if axis == -2 else zp)
-
-
-@register("MatMulInteger", H, infer=_infer_matmul_integer, inputs=(2, 4))
-def matmul_integer(ctx: OpContext, a, b, a_zero_point=None, b_zero_point=None):
-    """(A - a_zero_point) @ (B - b_zero_point) on 8-bit integers, accumulated into int32."""
-    y = _matmul(ctx, _centered(ctx, a, a_zero_point, -2, "a_zero_point"),
-                _centered(ctx, b, b_zero_point, -1, "b_zero_point"))
-    return y.astype(np.int32)
 
 
 # ---- Det -----------------------------------------------------------------------------------------
