@@ -18,6 +18,7 @@ from .runtime.caches import kernel_cache, model_cache, object_cache
 from .runtime.caches.artifact import Artifact, ArtifactError, Machine
 from .runtime.planning.program import Program, Step
 from .runtime.execution.profile import Profile
+from .runtime.execution import control_flow
 from .runtime.execution.async_queue import AsyncQueue, Callback
 from .runtime.execution.request import Request
 from .runtime.execution.settings import ExecutionSettings
@@ -268,7 +269,7 @@ def _build(graph: Graph, history: list[PassRecord], options: dict, settings: Exe
     their constants instead of packing them."""
     compile_workers.precompile(graph.nodes, options)   # kernels in parallel, into the cache the build reads
     with offering(packed or {}):
-        program = Program.build(graph, options)
+        program = Program.build(graph, options, choose=control_flow.choose)
     if all(v.type.is_static for v in graph.inputs):
         program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now
     return CompiledModel(graph, program, history, options, settings)

@@ -41,8 +41,6 @@ OUT_OF_SCOPE: dict[str, str] = {
 
 NOT_IMPLEMENTED: dict[str, str] = {
     # ONNX ops with no snipjit.ops definition yet (and no function body the frontend could expand)
-    r"^test_(quantizelinear|dequantizelinear|dynamicquantizelinear|qlinearconv|qlinearmatmul|convinteger)":
-        "quantized ops are not supported yet (DynamicQuantizeLinear's function body uses QuantizeLinear)",
 }
 
 KNOWN_FAILURES: dict[str, str] = {

@@ -12,11 +12,12 @@ captures). So a node's inputs are its ONNX inputs followed by the captures:
   input, captures...) and gives (states..., one slice of each scan output); slices are taken along
   `scan_input_axes` (backwards where `scan_input_directions` is 1) and stacked along `scan_output_axes`.
 
-The reference kernels run the bodies with the reference interpreter.
+The semantics (`run_if`, `run_loop`, `run_scan`) take how a body runs: the reference kernels run it with
+the reference interpreter, the runtime with a program compiled once (`runtime.execution.control_flow`).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -27,6 +28,21 @@ from .interpreter import run_graph_reference
 from .registry import REQUIRED, Category, OpContext, OpError, register
 
 M = Category.MOVEMENT
+RunBody = Callable[[str, list], Sequence[np.ndarray]]   # (body attribute, its inputs) -> its outputs
+
+
+def run_control_flow(ctx: OpContext, inputs: list, run_body: RunBody) -> tuple:
+    """The outputs of an If, Loop or Scan node on `inputs`, its bodies run by `run_body`."""
+    if ctx.op == "If":
+        return run_if(ctx, inputs[0], inputs[1:], run_body)
+    if ctx.op == "Loop":
+        return run_loop(ctx, inputs[0], inputs[1], inputs[2:], run_body)
+    return run_scan(ctx, inputs, run_body)
+
+
+def _interpreted(ctx: OpContext) -> RunBody:
+    """Bodies run by the reference interpreter."""
+    return lambda name, inputs: run_graph_reference(_graph(ctx, name), inputs)
 
 
 def _graph(ctx: OpContext, name: str) -> Graph:
@@ -97,10 +113,13 @@ def _infer_if(ctx: OpContext) -> list[TensorType]:
           inputs=(1, -1), outputs=(1, -1))
 def if_(ctx: OpContext, cond, *captures):
     """The outputs of then_branch where cond (one element) is true, else of else_branch."""
+    return run_if(ctx, cond, list(captures), _interpreted(ctx))
+
+
+def run_if(ctx: OpContext, cond, captures: list, run_body: RunBody) -> tuple:
     if np.size(cond) != 1:
         raise ctx.fail(f"cond must hold one element, got shape {list(np.shape(cond))}")
-    branch = _graph(ctx, "then_branch" if bool(np.asarray(cond).reshape(())) else "else_branch")
-    return tuple(run_graph_reference(branch, list(captures)))
+    return tuple(run_body("then_branch" if bool(np.asarray(cond).reshape(())) else "else_branch", captures))
 
 
 # ---- Loop ---------------------------------------------------------------------------------------
@@ -127,6 +146,10 @@ def _common(a: TensorType, b: TensorType):
 def loop(ctx: OpContext, trip_count, cond, *rest):
     """Run the body while the iteration is below M (when given) and cond holds (when given); carried values
     feed the next iteration, scan outputs are stacked."""
+    return run_loop(ctx, trip_count, cond, list(rest), _interpreted(ctx))
+
+
+def run_loop(ctx: OpContext, trip_count, cond, rest: list, run_body: RunBody) -> tuple:
     formal, captured = _captures(ctx, 2)
     body = _graph(ctx, "body")
     carried, captures = list(rest[:formal - 2]), list(rest[formal - 2:])
@@ -135,7 +158,7 @@ def loop(ctx: OpContext, trip_count, cond, *rest):
     scans: list[list[np.ndarray]] = [[] for _ in range(len(body.outputs) - 1 - len(carried))]
     i = 0
     while keep_going and (limit is None or i < limit):
-        out = run_graph_reference(body, [np.array(i, np.int64), np.array(keep_going)] + carried + captures)
+        out = run_body("body", [np.array(i, np.int64), np.array(keep_going)] + carried + captures)
         keep_going = bool(np.asarray(out[0]).reshape(()))
         carried = out[1:1 + len(carried)]
         for s, value in zip(scans, out[1 + len(carried):]):
@@ -195,6 +218,10 @@ def _infer_scan(ctx: OpContext) -> list[TensorType]:
 @register("Scan", M, infer=_infer_scan, attrs=_SCAN_ATTRS, inputs=(1, -1), outputs=(1, -1))
 def scan(ctx: OpContext, *inputs):
     """Run the body once per slice of the scan inputs, carrying the states; stack the scan outputs."""
+    return run_scan(ctx, list(inputs), _interpreted(ctx))
+
+
+def run_scan(ctx: OpContext, inputs: list, run_body: RunBody) -> tuple:
     formal, _ = _captures(ctx, 0)
     n_scan = ctx.attrs["num_scan_inputs"]
     states, body = formal - n_scan, _graph(ctx, "body")
@@ -210,7 +237,7 @@ def scan(ctx: OpContext, *inputs):
     outputs: list[list[np.ndarray]] = [[] for _ in range(n_out)]
     for t in range(length):
         slices = [np.take(s, length - 1 - t if d else t, axis=a) for s, a, d in zip(sequences, axes_in, dirs_in)]
-        out = run_graph_reference(body, carried + slices + captures)
+        out = run_body("body", carried + slices + captures)
         carried = out[:states]
         for collected, value in zip(outputs, out[states:]):
             collected.append(value)

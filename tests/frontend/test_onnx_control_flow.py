@@ -124,3 +124,20 @@ def test_scan_of_opset_8_is_refused_clearly():
               [vi("a0", F, [1, 1]), vi("xs", F, [1, 3, 1])], [vi("a", F, [1, 1])], opset=8)
     with pytest.raises(FrontendError, match="Scan of opset 8 is not supported"):
         snipjit.compile(m)
+
+
+def test_bodies_run_as_compiled_programs_not_interpreted(monkeypatch):
+    from snipjit.ops import control_flow
+    cm = snipjit.compile(loop_model(6))
+    (step,) = [s for s in cm.plan if s.node.op == "Loop"]
+    assert step.kind == "control"
+    body = step.kernel.bodies["body"].program
+    assert "snippet" in [s.kind for s in body.steps]   # the body's elementwise chain is one generated kernel
+    monkeypatch.setattr(control_flow, "run_graph_reference", lambda *a: pytest.fail("a body was interpreted"))
+    x, s0 = np.array([1.5, 2.0], np.float32), np.array([0.0, 1.0], np.float32)
+    s, partials = cm.run({"M": np.array(6), "cond": np.array(True), "s0": s0, "x": x})
+    want_s, want_partials = reference_loop(6, x, s0)
+    np.testing.assert_allclose(s, want_s)
+    np.testing.assert_allclose(partials, want_partials)
+    reference = snipjit.compile(loop_model(6), implementations={"reference"})
+    assert [s.kind for s in reference.plan if s.node.op == "Loop"] == ["reference"]
