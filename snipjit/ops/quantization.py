@@ -405,11 +405,16 @@ def _demoted(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 MMI_NAMES = ("A", "B", "a_zero_point", "b_zero_point")
 
 
-def _infer_matmul_integer(ctx: OpContext) -> list[TensorType]:
+def _integer_operands(ctx: OpContext, names: tuple[str, ...]) -> None:
+    """MatMulInteger's and ConvInteger's inputs: 8-bit integers, each zero point of its operand's type."""
     for i in range(len(ctx.in_types)):
-        _expect(ctx, MMI_NAMES, i, EIGHT_BITS)
-    _match(ctx, MMI_NAMES, 2, 0)
-    _match(ctx, MMI_NAMES, 3, 1)
+        _expect(ctx, names, i, EIGHT_BITS)
+    _match(ctx, names, 2, 0)
+    _match(ctx, names, 3, 1)
+
+
+def _infer_matmul_integer(ctx: OpContext) -> list[TensorType]:
+    _integer_operands(ctx, MMI_NAMES)
     a, b = ctx.in_types[:2]
     check_row_or_column(ctx, a.shape, _shape(ctx, 2), "a_zero_point", ROW)
     check_row_or_column(ctx, b.shape, _shape(ctx, 3), "b_zero_point", COLUMN)
@@ -509,10 +514,7 @@ CI_NAMES = ("x", "w", "x_zero_point", "w_zero_point")
 
 
 def _infer_conv_integer(ctx: OpContext) -> list[TensorType]:
-    for i in range(len(ctx.in_types)):
-        _expect(ctx, CI_NAMES, i, EIGHT_BITS)
-    _match(ctx, CI_NAMES, 2, 0)
-    _match(ctx, CI_NAMES, 3, 1)
+    _integer_operands(ctx, CI_NAMES)
     _per_tensor(ctx, CI_NAMES, 2)
     x, w = ctx.in_types[:2]
     _check_per_channel(ctx, CI_NAMES, 3, w.shape)
