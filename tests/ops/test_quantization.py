@@ -395,7 +395,7 @@ def test_kernel_errors_name_the_node():
         run("MatMulInteger", np.zeros((2, 3), u8), np.zeros((3, 4), u8), None, np.zeros(3, u8))
 
 
-def test_quantization_ops_are_never_fused():
+def test_quantization_ops_are_never_fused_but_a_pair_becomes_fusable_arithmetic():
     g = snipjit.parse_graph("""graph(x: f32[2,8]) -> [y] {
         const s: f32[] = 0.5
         const z: i8[] = 3
@@ -405,11 +405,14 @@ def test_quantization_ops_are_never_fused():
     }""")
     assert not any(get_op(op).category.is_elementwise for op in QUANT_OPS)   # no layout or broadcast moves
     assert not any(is_supported(node) for node in g.nodes[:2])
-    cm = snipjit.compile(g)
-    assert [n.op for n in cm.graph.nodes][:2] == ["QuantizeLinear", "DequantizeLinear"]
+    unfused = snipjit.compile(g, fuse=False)
+    assert [n.op for n in unfused.graph.nodes][:2] == ["QuantizeLinear", "DequantizeLinear"]
+    cm = snipjit.compile(g)   # the per-tensor pair becomes arithmetic (DecomposeFakeQuantize), fused with Relu
+    assert [s.ops for s in cm.plan] == [["Div", "Round", "Clip", "Mul", "Relu"]]
     x = rng.standard_normal((2, 8)).astype(f32)
     expected = np.maximum((np.clip(np.rint(x / 0.5) + 3, -128, 127) - 3) * 0.5, 0)
-    np.testing.assert_array_equal(cm.run({"x": x})[0], expected)
+    for model in (unfused, cm):
+        np.testing.assert_array_equal(model.run({"x": x})[0], expected)
 
 
 # ---- compiled ONNX models ---------------------------------------------------------------------------------------
