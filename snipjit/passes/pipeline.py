@@ -9,6 +9,7 @@ from .channels_last import channels_last
 from .eliminate_identities import eliminate_identities
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .float_integer_products import float_integer_products
 from .decompose_fake_quantize import decompose_fake_quantize
 from .fuse_pad_into_conv import fuse_pad_into_conv
 from ..ops.infer_shapes import infer_shapes
@@ -41,7 +42,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
                    GraphPass("FoldConstants", fold_constants),   # again: what PostponeBroadcast moved
                    GraphPass("SplitRuntimeConstants", split_runtime_constants_pass)]
     if options.get("fuse", True):
-        passes.append(GraphPass("DecomposeFakeQuantize", decompose_fake_quantize))
+        passes += [GraphPass("DecomposeFakeQuantize", decompose_fake_quantize),
+                   GraphPass("FloatIntegerProducts", float_integer_products)]
     passes.append(GraphPass("FusePadIntoConv", fuse_pad_into_conv))
     if options.get("channels_last", True):
         passes.append(GraphPass("ChannelsLast", channels_last))

@@ -1,0 +1,44 @@
+"""FloatIntegerProducts: a MatMulInteger read only by a Cast to float32 becomes a float32 MatMul of the
+centered operands (constant weights centered at compile time) with the integer product's values; any
+other MatMulInteger stays."""
+import numpy as np
+import pytest
+
+import snipjit
+from snipjit import parse_graph
+from snipjit.ops.interpreter import run_graph_reference
+from snipjit.passes.float_integer_products import float_integer_products
+
+rng = np.random.default_rng(0)
+
+
+def model(weights_zero: str = "3", reader: str = "[y: f32[2,5,16]] = Cast(p) {to = 1}", out: str = "y: f32[2,5,16]"):
+    w = ", ".join(str(v) for v in rng.integers(-128, 128, 24 * 16))
+    return f"""graph(x: f32[2,5,24]) -> [{out}] {{
+      const w: i8[24,16] = [{w}]
+      const wz: i8[] = {weights_zero}
+      [q: u8[2,5,24], s: f32[], z: u8[]] = DynamicQuantizeLinear(x)
+      [p: i32[2,5,16]] = MatMulInteger(q, w, z, wz)
+      {reader}
+    }}"""
+
+
+def test_the_product_becomes_a_float_matmul_with_the_same_values():
+    before = parse_graph(model())
+    after = float_integer_products(before.copy())
+    after.validate()
+    assert [n.op for n in after.nodes] == ["DynamicQuantizeLinear", "Cast", "Cast", "Sub", "MatMul"]
+    x = (rng.standard_normal((2, 5, 24)) * 3).astype(np.float32)
+    want, got = run_graph_reference(before, [x])[0], run_graph_reference(after, [x])[0]
+    np.testing.assert_array_equal(got, want)   # small sums: float32 holds them exactly
+    cm = snipjit.compile(before)
+    assert "MatMulInteger" not in [op for s in cm.plan for op in s.ops]
+    np.testing.assert_array_equal(cm.run({"x": x})[0], want)
+
+
+@pytest.mark.parametrize("graph", [
+    model(reader="[y: i32[2,5,16]] = Add(p, p)", out="y: i32[2,5,16]"),     # the integers are used
+    model(reader="[y: f64[2,5,16]] = Cast(p) {to = 11}", out="y: f64[2,5,16]"),   # not float32
+])
+def test_other_products_stay(graph):
+    assert "MatMulInteger" in [n.op for n in float_integer_products(parse_graph(graph)).nodes]
