@@ -10,7 +10,11 @@ it is not observable as an integer, so the product is rewritten as
 
     Cast(MatMulInteger(a, b, za, zb), float)  ->  MatMul(Cast(a, float) - Cast(za, float), (b - zb) as float)
 
-with the constant weights centered and converted here (then packed like any MatMul's). The operands are
+with the constant weights centered and converted here (then packed like any MatMul's). A
+DynamicQuantizeLinear read only by such products is taken apart too: its scale from ReduceMin/ReduceMax
+and scalar arithmetic, and instead of its uint8 values, the centered values clip(round(x / s) + z, 0, 255)
+- z as float arithmetic that fuses into one generated kernel (a NaN in x then propagates, where the
+integer operator leaves NaNs out of the range). The operands are
 the same integers; the sums are float32 instead of exact int32, which the Cast would round for sums past
 2^24 anyway: the results differ from the integer product's by float32 rounding (about 1e-7 relative per
 term summed), far below the quantization step.
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.dtypes import f32
+from ..ir.dtypes import boolean, f32
 from ..ir.graph import Graph, Node, TensorType, Value
 
 FLOAT = 1   # onnx.TensorProto.FLOAT
@@ -32,7 +36,7 @@ def _constant(v: Value | None) -> np.ndarray | None:
 def float_integer_products(graph: Graph, options: dict | None = None) -> Graph:
     consumers = graph.consumers()
     outputs = set(map(id, graph.outputs))
-    replaced: dict[int, list[Node]] = {}
+    products: list[tuple[Node, Node, np.ndarray, np.ndarray | None]] = []
     for node in graph.nodes:
         if node.op != "MatMulInteger" or node.domain or id(node.outputs[0]) in outputs:
             continue
@@ -46,29 +50,81 @@ def float_integer_products(graph: Graph, options: dict | None = None) -> Graph:
         if weights is None or (zb is not None and weights_zero is None) or a.type is None or b.type is None or \
                 weights.ndim != 2 or (za is not None and za.type is not None and za.type.shape not in ((), (1,))):
             continue   # (constant 2-D weights; a per-tensor zero point for the activations)
-        cast = readers[0][0]
+        products.append((node, readers[0][0], weights, weights_zero))
+    replaced: dict[int, list[Node]] = {}
+    centered: dict[int, Value] = {}   # id of a DynamicQuantizeLinear taken apart -> its centered values
+    taken = {id(node) for node, *_ in products}
+    for node, cast, weights, weights_zero in products:
+        dql = node.inputs[0].producer
+        if dql is not None and id(dql) not in centered and _only_read_by(dql, taken, consumers, outputs) and \
+                len(node.inputs) > 2 and node.inputs[2] is dql.outputs[2]:
+            replaced[id(dql)], centered[id(dql)] = _centered_dynamic_quantize(dql)
+        x = centered.get(id(dql)) if dql is not None else None
         replaced[id(node)] = []
-        replaced[id(cast)] = _float_product(node, cast, weights, weights_zero)
+        replaced[id(cast)] = _float_product(node, cast, weights, weights_zero, x)
     if replaced:
         graph.nodes = [m for n in graph.nodes for m in replaced.get(id(n), [n])]
     return graph
 
 
-def _float_product(node: Node, cast: Node, weights: np.ndarray, weights_zero: np.ndarray | None) -> list[Node]:
-    a = node.inputs[0]
-    za = node.inputs[2] if len(node.inputs) > 2 else None
-    base = cast.outputs[0].name
-    centered = weights.astype(np.int32) - (0 if weights_zero is None else weights_zero.astype(np.int32))
-    b = Value.constant(f"{base}/weights", np.ascontiguousarray(centered.astype(np.float32)))
-    nodes: list[Node] = []
+def _only_read_by(dql: Node, products: set[int], consumers, outputs: set[int]) -> bool:
+    """Whether `dql` is a DynamicQuantizeLinear whose quantized values and zero point only the
+    products read (its scale may go anywhere)."""
+    if dql.op != "DynamicQuantizeLinear" or dql.domain or len(dql.outputs) != 3:
+        return False
+    return all(id(v) not in outputs and all(id(n) in products for n, _ in consumers.get(v, []))
+               for v in (dql.outputs[0], dql.outputs[2]))
 
-    def step(op: str, inputs: list[Value], shape, attrs=None, out: Value | None = None) -> Value:
-        out = out or Value(f"{base}/{op.lower()}{len(nodes)}", TensorType(f32, shape))
-        nodes.append(Node(op, inputs, [out], dict(attrs or {}), f"{base}/{op.lower()}{len(nodes)}"))
+
+class _Nodes:
+    """Nodes being written in place of one: each output a new f32 value named after `base`."""
+
+    def __init__(self, base: str):
+        self.base, self.nodes = base, []
+
+    def const(self, hint: str, value) -> Value:
+        return Value.constant(f"{self.base}/{hint}", np.asarray(value))
+
+    def __call__(self, op: str, inputs: list[Value], shape, attrs=None, out: Value | None = None,
+                 dtype=f32) -> Value:
+        name = f"{self.base}/{op.lower()}{len(self.nodes)}"
+        out = out or Value(name, TensorType(dtype, shape))
+        self.nodes.append(Node(op, inputs, [out], dict(attrs or {}), name))
         return out
 
-    x = step("Cast", [a], a.type.shape, {"to": FLOAT})
-    if za is not None:
-        x = step("Sub", [x, step("Cast", [za], za.type.shape, {"to": FLOAT})], a.type.shape)
+
+def _centered_dynamic_quantize(dql: Node) -> tuple[list[Node], Value]:
+    """DynamicQuantizeLinear(x) as float arithmetic: its scale (into its own output value) and, instead of
+    the quantized values, those values minus the zero point, (clip(round(x / s) + z, 0, 255) - z), which
+    the float products read."""
+    x, scale = dql.inputs[0], dql.outputs[1]
+    step = _Nodes(scale.name)
+    zero, one = step.const("zero", np.float32(0)), step.const("one", np.float32(1))
+    lo = step("Min", [step("ReduceMin", [x], (), {"keepdims": 0}), zero], ())
+    hi = step("Max", [step("ReduceMax", [x], (), {"keepdims": 0}), zero], ())
+    width = step("Sub", [hi, lo], ())
+    empty = step("Equal", [width, zero], (), dtype=boolean)
+    step("Where", [empty, one, step("Div", [width, step.const("levels", np.float32(255))], ())], (), out=scale)
+    top = step.const("top", np.float32(255))
+    z = step("Round", [step("Clip", [step("Sub", [zero, step("Div", [lo, scale], ())], ()), zero, top], ())], ())
+    q = step("Clip", [step("Add", [step("Round", [step("Div", [x, scale], x.type.shape)], x.type.shape), z],
+                           x.type.shape), zero, top], x.type.shape)
+    return step.nodes, step("Sub", [q, z], x.type.shape)
+
+
+def _float_product(node: Node, cast: Node, weights: np.ndarray, weights_zero: np.ndarray | None,
+                   centered: Value | None) -> list[Node]:
+    """The float product in place of `cast`; `centered`: the activations minus their zero point, when
+    already computed (a DynamicQuantizeLinear taken apart), else from the integers here."""
+    a = node.inputs[0]
+    za = node.inputs[2] if len(node.inputs) > 2 else None
+    step = _Nodes(cast.outputs[0].name)
+    levels = weights.astype(np.int32) - (0 if weights_zero is None else weights_zero.astype(np.int32))
+    b = step.const("weights", np.ascontiguousarray(levels.astype(np.float32)))
+    x = centered
+    if x is None:
+        x = step("Cast", [a], a.type.shape, {"to": FLOAT})
+        if za is not None:
+            x = step("Sub", [x, step("Cast", [za], za.type.shape, {"to": FLOAT})], a.type.shape)
     step("MatMul", [x, b], None, out=cast.outputs[0])
-    return nodes
+    return step.nodes

@@ -27,13 +27,25 @@ def test_the_product_becomes_a_float_matmul_with_the_same_values():
     before = parse_graph(model())
     after = float_integer_products(before.copy())
     after.validate()
-    assert [n.op for n in after.nodes] == ["DynamicQuantizeLinear", "Cast", "Cast", "Sub", "MatMul"]
-    x = (rng.standard_normal((2, 5, 24)) * 3).astype(np.float32)
-    want, got = run_graph_reference(before, [x])[0], run_graph_reference(after, [x])[0]
-    np.testing.assert_array_equal(got, want)   # small sums: float32 holds them exactly
+    ops = [n.op for n in after.nodes]
+    assert "DynamicQuantizeLinear" not in ops and "MatMulInteger" not in ops and ops[-1] == "MatMul"
+    for x in [(rng.standard_normal((2, 5, 24)) * 3).astype(np.float32), np.zeros((2, 5, 24), np.float32),
+              np.abs(rng.standard_normal((2, 5, 24))).astype(np.float32)]:   # (an empty range; no negatives)
+        want, got = run_graph_reference(before, [x])[0], run_graph_reference(after, [x])[0]
+        np.testing.assert_array_equal(got, want)   # small sums: float32 holds them exactly
     cm = snipjit.compile(before)
-    assert "MatMulInteger" not in [op for s in cm.plan for op in s.ops]
+    assert not {"MatMulInteger", "DynamicQuantizeLinear"} & {op for s in cm.plan for op in s.ops}
     np.testing.assert_array_equal(cm.run({"x": x})[0], want)
+
+
+def test_quantized_values_read_elsewhere_keep_the_dynamic_quantizer():
+    before = parse_graph(model(reader="[y: f32[2,5,16]] = Cast(p) {to = 1}\n      [c: f32[2,5,24]] = Cast(q) {to = 1}",
+                               out="y: f32[2,5,16], c: f32[2,5,24]"))
+    after = float_integer_products(before.copy())
+    assert [n.op for n in after.nodes] == ["DynamicQuantizeLinear", "Cast", "Cast", "Sub", "MatMul", "Cast"]
+    x = (rng.standard_normal((2, 5, 24)) * 3).astype(np.float32)
+    for want, got in zip(run_graph_reference(before, [x]), run_graph_reference(after, [x])):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("graph", [
