@@ -29,8 +29,10 @@ MODES = ("latency", "throughput")
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask), the default thread count."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The default thread count: snipjit's own (the affinity mask, the cgroup CPU quota, OMP_NUM_THREADS,
+    SNIPJIT_NUM_THREADS), which every engine then gets."""
+    from .runtime.parallel.thread_count import default_threads
+    return default_threads()
 
 
 @dataclass(frozen=True)
