@@ -227,6 +227,8 @@ class _Importer:
         if self.parent is None:
             raise FrontendError(f"{site}: a body reads '{name}', which no graph around it defines")
         outer = self.parent.lookup_outer(name, site)
+        if outer.is_constant:   # a constant of the graph around: the body's own (its kernels may pack it)
+            return self._define(Value.constant(name, outer.data))
         self.captured.append(name)
         # its dtype only: the node's inference gives the body the shapes (an If's branch may not fit the
         # shapes of a run that takes the other one, and is not inferred with them)

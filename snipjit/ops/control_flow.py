@@ -53,8 +53,13 @@ def _graph(ctx: OpContext, name: str) -> Graph:
 
 
 def infer_body(ctx: OpContext, body: Graph, types: Sequence[TensorType | None], what: str) -> list[TensorType]:
-    """The body's output types with its inputs given `types` (refined in place: the body keeps them)."""
+    """The body's output types with its inputs given `types` (inferred on a copy: a node is inferred again
+    for every input shapes it runs with)."""
     from .infer_shapes import infer_shapes  # (the passes' module imports the registry: import late)
+    body = body.copy()
+    for node in body.nodes:
+        for v in node.outputs:
+            v.type = None
     if len(types) != len(body.inputs):
         raise ctx.fail(f"its {what} takes {len(body.inputs)} inputs, the node gives {len(types)}")
     for t, v in zip(types, body.inputs):

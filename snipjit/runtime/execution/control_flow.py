@@ -2,8 +2,10 @@
 
 Each body goes through the graph passes and becomes a `Program` of its own when the step is built (its
 Subgraphs fused into generated kernels, its products on the GEMM, bodies in it compiled the same way);
-an iteration is a run of a request of that program. The body's inputs keep their rank but take any size,
-since loop-carried values and what an If inside a loop captures may change shape between iterations.
+an iteration is a run of a request of that program, on the threads of the request running the step, and
+the kernels it uses are noted with its model's (a saved model carries them). The body's inputs keep their
+rank but take any size, since loop-carried values and what an If inside a loop captures may change shape
+between iterations.
 The semantics are the op's own (`ops.control_flow.run_control_flow`), with bodies run this way.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ...ir.graph import Graph, Node, TensorType
 from ...ops import get_op
 from ...ops.control_flow import run_control_flow
 from ...passes.pipeline import default_pipeline
+from ..caches.kernel_cache import recording
 from ..implementations.base import Kernel
 from ..implementations.choice import choose as choose_implementation
 from ..planning.program import Program
@@ -36,7 +39,7 @@ class CompiledBody:
             v.type = TensorType(v.type.dtype, None if v.type.shape is None else (None,) * len(v.type.shape))
         for p in default_pipeline(options):
             graph = p.run(graph, options) or graph
-        self.program = Program.build(graph, options, choose=choose)
+        self.program = Program.build(graph, options, choose=choose, kernels=recording.get())
         self.names = [v.name for v in graph.inputs]
         self._local = threading.local()
 

@@ -58,9 +58,13 @@ class Request:
     def run(self, feeds: Mapping[str, object], outputs: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
         """Run the program on `feeds`; returns the outputs in graph order. Arrays given in `outputs`
         (by output name) receive the results and are returned in their place."""
-        # kernels chosen while running belong to the program (its artifact); they run on its workers
-        with recording(self.program.kernels), running_on(self.workers):
-            return self._run(feeds, outputs)
+        # kernels chosen while running belong to the program (its artifact); they run on the request's
+        # workers, else on those of the request around it (a control-flow body's), else the process's
+        with recording(self.program.kernels):
+            if self.workers is None:
+                return self._run(feeds, outputs)
+            with running_on(self.workers):
+                return self._run(feeds, outputs)
 
     def _run(self, feeds: Mapping[str, object], outputs: Mapping[str, np.ndarray] | None) -> list[np.ndarray]:
         p = self.program

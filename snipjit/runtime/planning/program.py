@@ -87,8 +87,10 @@ class Program:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
-    def build(graph: Graph, options: dict, choose=choose) -> "Program":
-        kernels: Recorder = {}
+    def build(graph: Graph, options: dict, choose=choose, kernels: Recorder | None = None) -> "Program":
+        """The program of `graph`; the cached kernels it uses are noted in `kernels` (default: a record of
+        its own; a body of a control-flow step shares its model's, so a saved model carries them)."""
+        kernels = {} if kernels is None else kernels
         with recording(kernels):
             program = Program._build(graph, options, choose)
         program.kernels = kernels
