@@ -9,9 +9,9 @@ directions, hidden]), the last hidden state Y_h [directions, batch, hidden], and
 state Y_c. A batch entry shorter than the sequence stops there: its later Y rows are zero and Y_h holds
 the state at its last step (for the reverse direction, the state after its first step).
 
-The reference computes in float64 and rounds the outputs back to the input's dtype. Each direction
-takes the input products of every step as one matrix product (X·Wᵀ), then runs the recurrence step by
-step: gate math, one product by Rᵀ.
+The reference computes in the input's compute type (float32 for float32 and half-precision inputs, as
+the layers' users' frameworks do; float64 for float64). Each direction takes the input products of every
+step as one matrix product (X·Wᵀ), then runs the recurrence step by step: gate math, one product by Rᵀ.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir.graph import TensorType
 from ._indexing import require_rank, tensor
-from .common import FLOATS, check_dtypes
+from .common import FLOATS, check_dtypes, compute_dtype
 from .registry import Category, OpContext, register
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -92,23 +92,25 @@ def _infer(ctx: OpContext) -> list[TensorType]:
     return [tensor(x.dtype, y)] + [tensor(x.dtype, state)] * (2 if ctx.op == "LSTM" else 1)
 
 
-def _split_bias(ctx: OpContext, b: np.ndarray | None, directions: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+def _split_bias(ctx: OpContext, b: np.ndarray | None, directions: int, rows: int, dt: np.dtype
+                ) -> tuple[np.ndarray, np.ndarray]:
     if b is None:
-        zeros = np.zeros((directions, rows))
+        zeros = np.zeros((directions, rows), dt)
         return zeros, zeros
     if b.shape != (directions, 2 * rows):
         raise ctx.fail(f"B must be [{directions}, {2 * rows}], got {list(b.shape)}")
-    return b[:, :rows].astype(np.float64), b[:, rows:].astype(np.float64)
+    return b[:, :rows].astype(dt), b[:, rows:].astype(dt)
 
 
-def _state(ctx: OpContext, value: np.ndarray | None, what: str, directions: int, batch: int, hidden: int):
+def _state(ctx: OpContext, value: np.ndarray | None, what: str, directions: int, batch: int, hidden: int,
+           dt: np.dtype):
     if value is None:
-        return np.zeros((directions, batch, hidden))
+        return np.zeros((directions, batch, hidden), dt)
     if ctx.attrs["layout"] == 1:
         value = np.swapaxes(value, 0, 1)
     if value.shape != (directions, batch, hidden):
         raise ctx.fail(f"{what} must be [{directions}, {batch}, {hidden}] (in layout 0), got {list(value.shape)}")
-    return value.astype(np.float64)
+    return value.astype(dt)
 
 
 def _run(ctx: OpContext, x, w, r, b, sequence_lens, initial_h, initial_c=None, peepholes=None):
@@ -128,25 +130,32 @@ def _run(ctx: OpContext, x, w, r, b, sequence_lens, initial_h, initial_c=None, p
     lengths = np.full(batch, seq, np.int64) if sequence_lens is None else np.asarray(sequence_lens, np.int64)
     if lengths.shape != (batch,) or (lengths < 0).any() or (lengths > seq).any():
         raise ctx.fail(f"sequence_lens must be {batch} lengths in [0, {seq}], got {lengths.tolist()}")
-    wb, rb = _split_bias(ctx, b, directions, gates * hidden)
-    h0 = _state(ctx, initial_h, "initial_h", directions, batch, hidden)
-    c0 = _state(ctx, initial_c, "initial_c", directions, batch, hidden)
+    dt = compute_dtype(x.dtype)
+    wb, rb = _split_bias(ctx, b, directions, gates * hidden, dt)
+    h0 = _state(ctx, initial_h, "initial_h", directions, batch, hidden, dt)
+    c0 = _state(ctx, initial_c, "initial_c", directions, batch, hidden, dt)
     if peepholes is not None and peepholes.shape != (directions, 3 * hidden):
         raise ctx.fail(f"P must be [{directions}, {3 * hidden}], got {list(peepholes.shape)}")
     functions = _activations(ctx, directions)
-    y = np.zeros((seq, directions, batch, hidden))
+    y = np.zeros((seq, directions, batch, hidden), dt)
     last_h, last_c = np.zeros_like(h0), np.zeros_like(c0)
     for d in range(directions):
         reverse = ctx.attrs["direction"] == "reverse" or d == 1
-        inputs = x.astype(np.float64) @ w[d].astype(np.float64).T + wb[d]        # [seq, batch, gates·hidden]
+        inputs = x.astype(dt) @ w[d].astype(dt).T + wb[d]        # [seq, batch, gates·hidden]
         step = STEPS[ctx.op]
         h, c = h0[d].copy(), c0[d].copy()
-        p = None if peepholes is None else peepholes[d].astype(np.float64)
+        p = None if peepholes is None else peepholes[d].astype(dt)
+        rt = np.ascontiguousarray(r[d].astype(dt).T)              # [hidden, gates·hidden]
+        whole = sequence_lens is None or (lengths == seq).all()
         for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-            live = (t < lengths)[:, None]
-            new_h, new_c = step(ctx, inputs[t], h, c, r[d].astype(np.float64), rb[d], functions[d], p)
-            h, c = np.where(live, new_h, h), np.where(live, new_c, c)
-            y[t, d] = np.where(live, h, 0)
+            new_h, new_c = step(ctx, inputs[t], h, c, rt, rb[d], functions[d], p)
+            if whole:
+                h, c = new_h, new_c
+                y[t, d] = h
+            else:   # entries past their length keep their state and give zeros
+                live = (t < lengths)[:, None]
+                h, c = np.where(live, new_h, h), np.where(live, new_c, c)
+                y[t, d] = np.where(live, h, 0)
         last_h[d], last_c[d] = h, c
     outputs = [y, last_h] + ([last_c] if ctx.op == "LSTM" else [])
     if ctx.attrs["layout"] == 1:
@@ -159,25 +168,25 @@ def _clip(ctx: OpContext, z: np.ndarray) -> np.ndarray:
     return z if clip is None else np.clip(z, -clip, clip)
 
 
-def _rnn_step(ctx, xw, h, c, r, rb, f, p):
-    return f[0](_clip(ctx, xw + h @ r.T + rb)), c
+def _rnn_step(ctx, xw, h, c, rt, rb, f, p):
+    return f[0](_clip(ctx, xw + h @ rt + rb)), c
 
 
-def _gru_step(ctx, xw, h, c, r, rb, f, p):
+def _gru_step(ctx, xw, h, c, rt, rb, f, p):
     xz, xr, xh = np.split(xw, 3, axis=1)
-    rz, rr, rh = np.split(r, 3, axis=0)
+    rz, rr, rh = np.split(rt, 3, axis=1)
     bz, br, bh = np.split(rb, 3)
-    z = f[0](_clip(ctx, xz + h @ rz.T + bz))
-    reset = f[0](_clip(ctx, xr + h @ rr.T + br))
+    z = f[0](_clip(ctx, xz + h @ rz + bz))
+    reset = f[0](_clip(ctx, xr + h @ rr + br))
     if ctx.attrs.get("linear_before_reset"):
-        candidate = f[1](_clip(ctx, xh + reset * (h @ rh.T + bh)))
+        candidate = f[1](_clip(ctx, xh + reset * (h @ rh + bh)))
     else:
-        candidate = f[1](_clip(ctx, xh + (reset * h) @ rh.T + bh))
+        candidate = f[1](_clip(ctx, xh + (reset * h) @ rh + bh))
     return (1 - z) * candidate + z * h, c
 
 
-def _lstm_step(ctx, xw, h, c, r, rb, f, p):
-    gates = xw + h @ r.T + rb
+def _lstm_step(ctx, xw, h, c, rt, rb, f, p):
+    gates = xw + h @ rt + rb
     i, o, forget, g = np.split(gates, 4, axis=1)
     pi, po, pf = np.split(p, 3) if p is not None else (0.0, 0.0, 0.0)
     i = f[0](_clip(ctx, i + pi * c))
