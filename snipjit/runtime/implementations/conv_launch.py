@@ -27,6 +27,11 @@ class ConvGeometry:
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilations: tuple[int, int] = (1, 1)
 
+    @property
+    def pointwise(self) -> bool:
+        """A 1×1 window at stride 1 without padding: each output pixel is its input pixel's channels."""
+        return self.kernel == (1, 1) and self.strides == (1, 1) and not any(self.pads)
+
     def output_size(self, h: int, w: int) -> tuple[int, int]:
         (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
         top, left, bottom, right = self.pads
@@ -67,6 +72,22 @@ def pack_conv(w: np.ndarray, groups: int) -> PackedConv:
     for g, packed in enumerate(packs):
         data[g] = packed.data
     return PackedConv(data, groups, cg, n, kh * kw, packs[0].kernel.for_convolution())
+
+
+def _pointwise(x: np.ndarray, packed: PackedConv, out: np.ndarray, bias: np.ndarray | None,
+               clamp: np.ndarray | None, residual: np.ndarray | None, activation: str, repeats: bool) -> GemmLaunch:
+    """A 1×1 convolution of stride 1 without padding is a product of the pixels' rows (per group: a band of
+    the channels) by the weights: the plain kernel, which needs no window arithmetic per row of A."""
+    kernel = packed.kernel.for_products(activation)
+    m, n, k, groups = x.shape[0] * x.shape[1] * x.shape[2], packed.n, packed.k, packed.groups
+    split = WorkSplit.of(kernel, groups, m, n, k)
+    dims = kernel_dims(M=m, K=k, N=n, lda=x.shape[3], ldb=kernel.nr, b_panel_stride=k * kernel.nr,
+                       ldc=out.strides[2] // 4, panels=split.panels, a_batch=packed.cg, b_batch=packed.data[0].size,
+                       c_batch=n, bias_batch=n, chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1,
+                       kc=kernel.k_block(k), ldr=0 if residual is None else residual.strides[2] // 4)
+    ptrs = kernel_pointers(x, packed.data, out, bias, clamp, None, residual)
+    return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
+                      packed, repeats, held=(clamp,))
 
 
 def pixel_rows(out: np.ndarray) -> bool:
@@ -126,13 +147,15 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     m, n, k = images * oh * ow, packed.n, packed.k
     if m == 0 or n == 0 or k == 0:
         return None
+    clamp_values = _clamp_array(clamp)
+    if geometry.pointwise and not planar and pixel_rows(out):
+        return _pointwise(x, packed, out, bias, clamp_values, residual, activation, repeats)
     split = WorkSplit.of(kernel, groups, m, n, k)
     kc = max(cg, kernel.k_block(k) // cg * cg)
     channel_stride = h * w if planar else 1
     # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart (np.zeros
     # maps untouched pages to the zero page, so a planar image's long stride costs no memory)
     zeros = np.zeros((cg - 1) * channel_stride + 1, np.float32)
-    clamp_values = _clamp_array(clamp)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
     dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=out.strides[2] // 4,
                        c_image=out.strides[0] // 4, c_row=out.strides[1] // 4,

@@ -79,6 +79,12 @@ class GemmKernel:
         shape = replace(self.shape, conv=True, planar=planar, unroll=unroll, activation=activation)
         return replace(self, shape=shape)
 
+    def for_products(self, activation: str = "") -> "GemmKernel":
+        """The kernel of the same register block reading A as rows (a plain product) that applies a
+        convolution's epilogue: residual, `activation`, clamp."""
+        shape = replace(self.shape, conv=False, planar=False, activation=activation, epilogue=True)
+        return replace(self, shape=shape)
+
 
 @functools.cache
 def available() -> bool:

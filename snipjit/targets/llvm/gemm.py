@@ -69,6 +69,7 @@ class MicroKernel:
     conv: bool = False   # A is an image read through a convolution's window (below)
     planar: bool = False  # ... an NCHW image: its channels are planes (else contiguous: NHWC)
     activation: str = ""  # a convolution's activation before the store: a math-library function
+    epilogue: bool = False   # a plain product that applies the residual, activation and clamp (a conv always does)
 
     @property
     def nr(self) -> int:
@@ -76,7 +77,8 @@ class MicroKernel:
 
     @property
     def name(self) -> str:
-        kind = ("planar_conv" if self.planar else "conv") if self.conv else "gemm"
+        plain = "gemm_epilogue" if self.epilogue else "gemm"
+        kind = ("planar_conv" if self.planar else "conv") if self.conv else plain
         return (f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
                 f"{'_' + self.activation if self.activation else ''}")
 
@@ -335,7 +337,7 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
             return []
         return emit
 
-    if shape.conv:
+    if shape.conv or shape.epilogue:
         final = b.icmp_signed(">=", p.k1, d["K"])
         g.branches(p.full, lambda: g.branches(final, store(False, True), store(False)),
                    lambda: g.branches(final, store(True, True), store(True)))
