@@ -65,6 +65,37 @@ def test_convolutions(level, case):
     check(np.random.default_rng(len(str(case))), **case)
 
 
+@pytest.mark.parametrize("case", [
+    dict(images=2, c=16, h=9, w=7, o=96, kernel=(1, 1), bias=True, clamp=(0.0, 6.0)),
+    dict(images=1, c=68, h=5, w=5, o=68, kernel=(1, 1), group=4, bias=True, residual=True),
+    dict(images=1, c=24, h=4, w=6, o=37, kernel=(1, 1), activation="silu", taps_per_k_block=None),
+    dict(images=1, c=300, h=3, w=3, o=19, kernel=(1, 1), activation="hard_swish", clamp=(-1.0, 1.0)),
+])
+def test_pointwise_convolutions_are_plain_products(level, case):
+    """1x1, stride 1, no padding: the plain GEMM kernel with the convolution's epilogue (bias, residual,
+    activation, clamp), groups as batch entries."""
+    packed = conv_launch.pack_conv(np.zeros((case["o"], case["c"] // case.get("group", 1), 1, 1), np.float32),
+                                   case.get("group", 1))
+    x = np.zeros((1, case["h"], case["w"], case["c"]), np.float32)
+    out = np.zeros((1, case["h"], case["w"], case["o"]), np.float32)
+    launch = conv_launch.prepare_conv(x, packed, out, conv_launch.ConvGeometry((1, 1)))
+    assert not launch.kernel.shape.conv and launch.kernel.shape.epilogue
+    check(np.random.default_rng(len(str(case))), **case)
+
+
+def test_a_pointwise_convolution_into_a_channel_slice():
+    """The output a slice of a wider tensor's channels (a Concat's, written in place): rows ldc apart."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 4, 12), dtype=np.float32)
+    weights = rng.standard_normal((20, 12, 1, 1), dtype=np.float32)
+    whole = np.full((2, 5, 4, 50), np.nan, np.float32)
+    out = whole[..., 10:30]
+    conv_launch.prepare_conv(x, conv_launch.pack_conv(weights, 1), out, conv_launch.ConvGeometry((1, 1))).run()
+    want = reference(x, weights, None, conv_launch.ConvGeometry((1, 1)), 1)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-4)
+    assert np.isnan(whole[..., :10]).all() and np.isnan(whole[..., 30:]).all()
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(images=st.integers(1, 2), c=st.integers(1, 20), h=st.integers(1, 9), w=st.integers(1, 9), o=st.integers(1, 40),
        k=st.integers(1, 4), s=st.integers(1, 3), pad=st.integers(0, 2), group=st.sampled_from([1, 2]),
