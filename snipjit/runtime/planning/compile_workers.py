@@ -36,6 +36,7 @@ from ...ir.graph import Graph, Node
 from ...targets import get_target
 from ...snippets.target_machine import TargetError, TargetMachine
 from ..caches.kernel_cache import compiler_fingerprint, encode_entry, get_kernel_cache
+from ..parallel.thread_count import affinity_cpus
 from .progress import Progress
 from ..implementations.snippet import bypasses_cache, compile_body, kernel_spec
 
@@ -68,17 +69,12 @@ class PoolReport:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def available_cores() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)   # Linux: the cores this process may run on
-    return len(affinity(0)) if affinity else os.cpu_count() or 1
-
-
 def compile_processes(options: dict) -> int:
     """How many processes may compile at once, this one included (0 or 1: serially)."""
     setting = options.get("compile_workers")
     if setting is None:
         setting = os.environ.get("SNIPJIT_COMPILE_WORKERS") or None
-    return available_cores() if setting is None else min(int(setting), available_cores())
+    return affinity_cpus() if setting is None else min(int(setting), affinity_cpus())
 
 
 def pending_jobs(nodes: Iterable[Node], options: dict) -> list[Job]:

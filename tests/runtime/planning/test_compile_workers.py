@@ -40,7 +40,7 @@ def cache(monkeypatch, tmp_path):
     fresh = KernelCache(tmp_path / "kernels")
     monkeypatch.setattr(kernel_cache, "_cache", fresh)
     monkeypatch.setattr(compile_workers, "KERNELS_PER_WORKER", 1)
-    monkeypatch.setattr(compile_workers, "available_cores", lambda: 8)
+    monkeypatch.setattr(compile_workers, "affinity_cpus", lambda: 8)
     monkeypatch.delenv("SNIPJIT_COMPILE_WORKERS", raising=False)
     return fresh
 
