@@ -112,7 +112,8 @@ def _ort_engines(path: str, feeds: dict, streams: int) -> dict:
         import onnxruntime as ort
     except ImportError:
         return {}
-    threads = os.cpu_count() if not hasattr(os, "sched_getaffinity") else len(os.sched_getaffinity(0))
+    from snipjit.benchmark import usable_cores
+    threads = usable_cores()
 
     def session(intra: int):
         options = ort.SessionOptions()
@@ -173,10 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loads", type=int, default=5)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    from snipjit.benchmark import machine_description
-    machine = {**machine_info(), "isa": machine_description()["isa"]}
+    machine = machine_info()
     print(f"machine: {machine['cpu']}, snipjit ISA {machine['isa']}, flags {' '.join(machine['cpu_flags'])}, "
-          f"{len(os.sched_getaffinity(0))} usable cores")
+          f"{machine['usable_cores']} usable cores")
     result = {"machine": machine, "load": load_times(args.loads)}
     print("load of a saved BERT-base (fresh process, empty kernel cache, medians):",
           json.dumps({k: round(v, 3) for k, v in result["load"].items()}))

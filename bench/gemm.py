@@ -191,11 +191,8 @@ def measure(shape: tuple[int, int, int], threads: int, rounds: int, budget: floa
 
 
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
+    from snipjit.benchmark import machine_description
+    return machine_description()["cpu"]
 
 
 def main(argv: list[str] | None = None) -> int:

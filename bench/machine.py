@@ -3,37 +3,29 @@ recorded with the results so that numbers from different machines are not compar
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
 import os
 import platform
 import time
-from pathlib import Path
 from typing import Any
 
+from snipjit.benchmark import machine_description, versions
+
 PACKAGES = ("snipjit", "numpy", "onnx", "onnxruntime", "openvino", "torch", "transformers", "numexpr")
-CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
 
 
 def machine_info() -> dict[str, Any]:
-    cpu, flags = platform.processor(), []
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and cpu in ("", platform.machine()):
-                cpu = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = [f for f in CPU_FLAGS if f in value.split()]
-    versions = {}
-    for package in PACKAGES:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            versions[package] = importlib.metadata.version(package)
+    """`snipjit bench`'s description of the CPU (model, vector extensions, ISA level, usable cores) with
+    the date, the platform and the versions of the installed engines."""
+    described = machine_description()
+    installed = {k: v for k, v in versions(PACKAGES).items() if k != "python" and v is not None}
     return {
-        "cpu": cpu,
+        "cpu": described["cpu"],
         "cores": os.cpu_count(),
-        "cpu_flags": flags,
+        "usable_cores": described["usable_cores"],
+        "cpu_flags": described["cpu_flags"],
+        "isa": described["isa"],
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "versions": versions,
+        "versions": installed,
     }
