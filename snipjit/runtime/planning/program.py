@@ -153,16 +153,6 @@ class Program:
             raise RuntimeError(f"constants {missing[:3]} were released but no step holds them")
         return held
 
-    def restored_graph(self) -> Graph:
-        """A copy of the graph with the constants kernels hold rebuilt from their form: the graph as the
-        passes left it."""
-        held = self.held_weights()
-        graph = self.graph.copy()
-        for v in graph.constants:
-            if v.name in held:
-                v.data = held[v.name][0].original()
-        return graph
-
     def _plan(self, input_types: list[TensorType]) -> ResolvedPlan:
         res = resolve(self, input_types)
         types = res.types
