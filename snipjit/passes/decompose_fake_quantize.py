@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.dtypes import f32
-from ..ir.graph import Graph, Node, TensorType, Value
+from ..ir.graph import Graph, Node, Value
+from .node_writer import NodeWriter
 
 RANGES = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.uint8, np.int16, np.uint16)}
 
@@ -101,26 +102,21 @@ def _arithmetic(q: Node, dq: Node, scale: float, zero_point: int, lo: int, hi: i
     """The nodes computing `dq`'s output from `q`'s input; with the zero `pad` that produces that input,
     the arithmetic goes before the Pad (it maps 0 to 0), which then meets the convolution reading it."""
     x, y = (q.inputs[0], dq.outputs[0]) if pad is None else (pad.inputs[0], dq.outputs[0])
-    base = y.name
-    nodes: list[Node] = []
+    step, shape = NodeWriter(y.name), x.type.shape
 
     def const(hint: str, value: float) -> Value:
-        return Value.constant(f"{base}/{hint}", np.float32(value))
+        return step.const(hint, np.float32(value))
 
-    def step(op: str, *inputs: Value, out: Value | None = None) -> Value:
-        out = out or Value(f"{base}/{op.lower()}{len(nodes)}", TensorType(f32, x.type.shape))
-        nodes.append(Node(op, list(inputs), [out], {}, f"{base}/{op.lower()}{len(nodes)}"))
-        return out
-
-    t = step("Round", step("Div", x, const("scale", scale)))
+    t = step("Round", [step("Div", [x, const("scale", scale)], shape)], shape)
     if zero_point == zero_point2:   # the usual pair: the zero points cancel
-        t = step("Clip", t, const("lo", lo - zero_point), const("hi", hi - zero_point))
+        t = step("Clip", [t, const("lo", lo - zero_point), const("hi", hi - zero_point)], shape)
     else:
-        t = step("Clip", step("Add", t, const("zero_point", zero_point)), const("lo", lo), const("hi", hi))
-        t = step("Sub", t, const("zero_point2", zero_point2))
+        t = step("Clip", [step("Add", [t, const("zero_point", zero_point)], shape), const("lo", lo), const("hi", hi)],
+                 shape)
+        t = step("Sub", [t, const("zero_point2", zero_point2)], shape)
     if pad is None:
-        step("Mul", t, const("scale2", scale2), out=y)
-        return nodes
-    t = step("Mul", t, const("scale2", scale2))
-    nodes.append(Node("Pad", [t] + pad.inputs[1:], [y], dict(pad.attrs), pad.name))
-    return nodes
+        step("Mul", [t, const("scale2", scale2)], shape, out=y)
+        return step.nodes
+    t = step("Mul", [t, const("scale2", scale2)], shape)
+    step.nodes.append(Node("Pad", [t] + pad.inputs[1:], [y], dict(pad.attrs), pad.name))
+    return step.nodes

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.dtypes import boolean, f32
-from ..ir.graph import Graph, Node, TensorType, Value
+from ..ir.dtypes import boolean
+from ..ir.graph import Graph, Node, Value
+from .node_writer import NodeWriter
 
 FLOAT = 1   # onnx.TensorProto.FLOAT
 
@@ -76,29 +77,12 @@ def _only_read_by(dql: Node, products: set[int], consumers, outputs: set[int]) -
                for v in (dql.outputs[0], dql.outputs[2]))
 
 
-class _Nodes:
-    """Nodes being written in place of one: each output a new f32 value named after `base`."""
-
-    def __init__(self, base: str):
-        self.base, self.nodes = base, []
-
-    def const(self, hint: str, value) -> Value:
-        return Value.constant(f"{self.base}/{hint}", np.asarray(value))
-
-    def __call__(self, op: str, inputs: list[Value], shape, attrs=None, out: Value | None = None,
-                 dtype=f32) -> Value:
-        name = f"{self.base}/{op.lower()}{len(self.nodes)}"
-        out = out or Value(name, TensorType(dtype, shape))
-        self.nodes.append(Node(op, inputs, [out], dict(attrs or {}), name))
-        return out
-
-
 def _centered_dynamic_quantize(dql: Node) -> tuple[list[Node], Value]:
     """DynamicQuantizeLinear(x) as float arithmetic: its scale (into its own output value) and, instead of
     the quantized values, those values minus the zero point, (clip(round(x / s) + z, 0, 255) - z), which
     the float products read."""
     x, scale = dql.inputs[0], dql.outputs[1]
-    step = _Nodes(scale.name)
+    step = NodeWriter(scale.name)
     zero, one = step.const("zero", np.float32(0)), step.const("one", np.float32(1))
     lo = step("Min", [step("ReduceMin", [x], (), {"keepdims": 0}), zero], ())
     hi = step("Max", [step("ReduceMax", [x], (), {"keepdims": 0}), zero], ())
@@ -118,7 +102,7 @@ def _float_product(node: Node, cast: Node, weights: np.ndarray, weights_zero: np
     already computed (a DynamicQuantizeLinear taken apart), else from the integers here."""
     a = node.inputs[0]
     za = node.inputs[2] if len(node.inputs) > 2 else None
-    step = _Nodes(cast.outputs[0].name)
+    step = NodeWriter(cast.outputs[0].name)
     levels = weights.astype(np.int32) - (0 if weights_zero is None else weights_zero.astype(np.int32))
     b = step.const("weights", np.ascontiguousarray(levels.astype(np.float32)))
     x = centered
