@@ -1,5 +1,6 @@
 """The benchmark's ONNX models: small graphs built with onnx.helper, the zoo models shipped in the
-onnx package, and a BERT-style encoder exported from PyTorch.
+onnx package, and transformers exported from PyTorch: a BERT-style encoder, a GPT-2-style decoder and
+a ViT-style image encoder, all with eager attention (MatMul, scale, mask, Softmax, MatMul).
 
 Generated files are cached under bench/models/ (git-ignored). The BERT export is also what
 tests/data/make_tiny_bert.py uses to make the compiler's tiny fixture.
@@ -101,7 +102,34 @@ class BertSpec:
 
     @property
     def cache_name(self) -> str:
-        return "bert_" + "_".join(f"{k}{v}" for k, v in asdict(self).items())
+        return _cache_name("bert", self)
+
+
+def _cache_name(prefix: str, spec) -> str:
+    return prefix + "_" + "_".join(f"{k}{v}" for k, v in asdict(spec).items())
+
+
+def torchscript_export(
+    model, example: dict[str, np.ndarray], path: Path, outputs: Sequence[str], dynamic: dict, opset: int = 17
+) -> None:
+    """Export `model` with torch's classic (TorchScript) exporter, tracing it on `example` (positional
+    inputs, named and ordered as the dict); `outputs` names its tuple outputs and `dynamic` gives
+    the dynamic axes of inputs and outputs by name."""
+    import torch
+
+    with warnings.catch_warnings(), torch.no_grad():
+        # The classic exporter is deprecated, and traces the mask code with shape-dependent Python.
+        warnings.simplefilter("ignore", (DeprecationWarning, torch.jit.TracerWarning, UserWarning))
+        torch.onnx.export(
+            model,
+            tuple(torch.from_numpy(array) for array in example.values()),
+            str(path),
+            input_names=list(example),
+            output_names=list(outputs),
+            dynamic_axes=dynamic,
+            opset_version=opset,
+            dynamo=False,
+        )
 
 
 def build_bert(spec: BertSpec, attention: str = "eager"):
@@ -145,25 +173,11 @@ BERT_OUTPUTS = ("last_hidden_state", "pooler_output")
 
 def export_bert(spec: BertSpec, path: Path, opset: int = 17) -> None:
     """Export with torch's classic (TorchScript) exporter and dynamic batch and sequence axes."""
-    import torch
-
-    model = build_bert(spec)
-    example = bert_feeds(2, 16, spec.vocab, np.random.default_rng(spec.seed))
+    feeds = bert_feeds(2, 16, spec.vocab, np.random.default_rng(spec.seed))
     dynamic = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
     dynamic |= {"last_hidden_state": {0: "batch", 1: "sequence"}, "pooler_output": {0: "batch"}}
-    with warnings.catch_warnings(), torch.no_grad():
-        # The classic exporter is deprecated, and traces the mask code with shape-dependent Python.
-        warnings.simplefilter("ignore", (DeprecationWarning, torch.jit.TracerWarning, UserWarning))
-        torch.onnx.export(
-            model,
-            tuple(torch.from_numpy(example[name]) for name in BERT_INPUTS),
-            str(path),
-            input_names=list(BERT_INPUTS),
-            output_names=list(BERT_OUTPUTS),
-            dynamic_axes=dynamic,
-            opset_version=opset,
-            dynamo=False,
-        )
+    example = {name: feeds[name] for name in BERT_INPUTS}
+    torchscript_export(build_bert(spec), example, path, BERT_OUTPUTS, dynamic, opset)
 
 
 def bert_model(spec: BertSpec) -> Path:
@@ -178,3 +192,136 @@ def bert_feeds(batch: int, sequence: int, vocab: int, rng: np.random.Generator) 
     for row in range(batch):
         attention_mask[row, sequence - (row + 1) * sequence // (batch + 2) :] = 0
     return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+@dataclass(frozen=True)
+class Gpt2Spec:
+    """A transformers.GPT2Model (decoder with causal self-attention) with random weights drawn from
+    `seed`. The vocabulary is GPT-2's 50257 cut to 8192: the token embedding is only gathered from, and
+    the full one would make the file 268 MB instead of 140."""
+
+    layers: int = 4
+    hidden: int = 768
+    heads: int = 12
+    vocab: int = 8192
+    max_positions: int = 512
+    seed: int = 0
+
+    @property
+    def cache_name(self) -> str:
+        return _cache_name("gpt2", self)
+
+
+def build_gpt2(spec: Gpt2Spec, attention: str = "eager"):
+    """The decoder as a torch module in eval mode without a key/value cache: module(input_ids,
+    attention_mask), both int64 [batch, sequence], returns (last_hidden_state,). Attention is causal
+    and also masks the padding `attention_mask` marks; `attention` is as in build_bert."""
+    import torch
+    from transformers import GPT2Config, GPT2Model
+
+    config = GPT2Config(
+        vocab_size=spec.vocab,
+        n_positions=spec.max_positions,
+        n_embd=spec.hidden,
+        n_layer=spec.layers,
+        n_head=spec.heads,
+        bos_token_id=spec.vocab - 1,  # GPT-2's end-of-text token is the last one, 50256 in its vocabulary
+        eos_token_id=spec.vocab - 1,
+        use_cache=False,
+        attn_implementation=attention,
+    )
+    torch.manual_seed(spec.seed)
+    gpt2 = GPT2Model(config).eval()
+
+    class Decoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt2 = gpt2
+
+        def forward(self, input_ids, attention_mask):
+            out = self.gpt2(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+            return (out.last_hidden_state,)
+
+    return Decoder().eval()
+
+
+GPT2_INPUTS = ("input_ids", "attention_mask")
+
+
+def export_gpt2(spec: Gpt2Spec, path: Path, opset: int = 17) -> None:
+    """Export like export_bert: dynamic batch and sequence axes, last_hidden_state the only output."""
+    feeds = bert_feeds(2, 16, spec.vocab, np.random.default_rng(spec.seed))
+    dynamic = {name: {0: "batch", 1: "sequence"} for name in (*GPT2_INPUTS, "last_hidden_state")}
+    example = {name: feeds[name] for name in GPT2_INPUTS}
+    torchscript_export(build_gpt2(spec), example, path, ["last_hidden_state"], dynamic, opset)
+
+
+def gpt2_model(spec: Gpt2Spec) -> Path:
+    return cached(spec.cache_name, lambda path: export_gpt2(spec, path))
+
+
+@dataclass(frozen=True)
+class VitSpec:
+    """A transformers.ViTModel (image encoder, no pooler) with random weights drawn from `seed`; the
+    sequence is the (image // patch)**2 patches and the class token."""
+
+    layers: int = 6
+    hidden: int = 384
+    heads: int = 6
+    intermediate: int = 1536
+    image: int = 224
+    patch: int = 16
+    seed: int = 0
+
+    @property
+    def cache_name(self) -> str:
+        return _cache_name("vit", self)
+
+    @property
+    def sequence(self) -> int:
+        return (self.image // self.patch) ** 2 + 1
+
+
+def build_vit(spec: VitSpec, attention: str = "eager"):
+    """The encoder as a torch module in eval mode: module(pixel_values), float32 [batch, 3, image,
+    image], returns (last_hidden_state,) of [batch, sequence, hidden]; `attention` is as in build_bert."""
+    import torch
+    from transformers import ViTConfig, ViTModel
+
+    config = ViTConfig(
+        hidden_size=spec.hidden,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        intermediate_size=spec.intermediate,
+        image_size=spec.image,
+        patch_size=spec.patch,
+        attn_implementation=attention,
+    )
+    torch.manual_seed(spec.seed)
+    vit = ViTModel(config, add_pooling_layer=False).eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vit = vit
+
+        def forward(self, pixel_values):
+            return (self.vit(pixel_values=pixel_values).last_hidden_state,)
+
+    return Encoder().eval()
+
+
+def export_vit(spec: VitSpec, path: Path, opset: int = 17) -> None:
+    """Export like export_bert, with a dynamic batch axis (the image size fixes the sequence)."""
+    example = vit_feeds(2, spec, np.random.default_rng(spec.seed))
+    dynamic = {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"}}
+    torchscript_export(build_vit(spec), example, path, ["last_hidden_state"], dynamic, opset)
+
+
+def vit_model(spec: VitSpec) -> Path:
+    return cached(spec.cache_name, lambda path: export_vit(spec, path))
+
+
+def vit_feeds(batch: int, spec: VitSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Standard normal pixel values (what normalized images look like)."""
+    return {"pixel_values": rng.standard_normal((batch, 3, spec.image, spec.image), dtype=np.float32)}

@@ -2,8 +2,8 @@
 same computation as a NumPy, numexpr or PyTorch expression, or a hand-written C kernel.
 
 Elementwise chains and reductions are built with onnx.helper from the ops an exporter emits; the
-BERT encoder and the transformers CNNs are exported from PyTorch; the zoo models ship with the onnx
-package (`bench.cnn_models` has the other convolutional networks).
+BERT encoder, the GPT-2 decoder, the ViT encoder and the transformers CNNs are exported from PyTorch;
+the zoo models ship with the onnx package (`bench.cnn_models` has the other convolutional networks).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ EW_SHAPE = (4, 4, 1024, 1024)
 SOFTMAX_SHAPE = (8, 12, 128, 128)
 LN_EPSILON = 1e-5
 BERT = models.BertSpec()
+GPT2 = models.Gpt2Spec()
+VIT = models.VitSpec()
 
 
 @dataclass
@@ -39,7 +41,7 @@ class Workload:
     """
 
     name: str
-    group: str  # elementwise | reduction | bert | zoo | cnn
+    group: str  # elementwise | reduction | bert | attention | zoo | cnn
     description: str
     model: Callable[[], Path]
     feeds: Callable[[np.random.Generator], dict[str, np.ndarray]]
@@ -190,7 +192,7 @@ def _layernorm(shape: tuple[int, ...]) -> Workload:
     )
 
 
-# --- BERT and the zoo ----------------------------------------------------------------------
+# --- transformers (BERT, GPT-2, ViT) and the zoo -----------------------------------------
 
 
 def _bert(batch: int, sequence: int) -> Workload:
@@ -202,6 +204,32 @@ def _bert(batch: int, sequence: int) -> Workload:
         lambda: models.bert_model(BERT),
         lambda rng: models.bert_feeds(batch, sequence, BERT.vocab, rng),
         torch_model=lambda: models.build_bert(BERT, attention="sdpa"),
+        requires=("torch", "transformers"),
+    )
+
+
+def _gpt2(batch: int, sequence: int) -> Workload:
+    return Workload(
+        f"gpt2_b{batch}_s{sequence}",
+        "attention",
+        f"GPT2Model {GPT2.layers} layers, hidden {GPT2.hidden}, {GPT2.heads} heads, causal, "
+        f"batch {batch}, sequence {sequence}",
+        lambda: models.gpt2_model(GPT2),
+        lambda rng: models.bert_feeds(batch, sequence, GPT2.vocab, rng),
+        torch_model=lambda: models.build_gpt2(GPT2, attention="sdpa"),
+        requires=("torch", "transformers"),
+    )
+
+
+def _vit(batch: int) -> Workload:
+    return Workload(
+        f"vit_b{batch}_s{VIT.sequence}",
+        "attention",
+        f"ViTModel {VIT.layers} layers, hidden {VIT.hidden}, {VIT.heads} heads, patch {VIT.patch}, "
+        f"batch {batch}x3x{VIT.image}x{VIT.image}, sequence {VIT.sequence}",
+        lambda: models.vit_model(VIT),
+        lambda rng: models.vit_feeds(batch, VIT, rng),
+        torch_model=lambda: models.build_vit(VIT, attention="sdpa"),
         requires=("torch", "transformers"),
     )
 
@@ -279,6 +307,8 @@ WORKLOADS: dict[str, Workload] = {
         _layernorm((64, 4096)),
         _bert(1, 128),
         _bert(8, 128),
+        _gpt2(1, 128),
+        _vit(1),
         *(_zoo(name) for name in ("resnet50", "densenet121", "inception_v1", "squeezenet", "shufflenet")),
         *(_transformers_cnn(name) for name in cnn_models.TRANSFORMERS_CNNS),
         Workload("cnn_decoder", "cnn", "3 ConvTranspose k4 s2 stages with 3x3 Convs, 256x14x14 -> 2x112x112",
