@@ -1,4 +1,5 @@
-"""EliminateIdentities: Identity, and Dropout at inference, pass their input on unchanged: their readers
+"""EliminateIdentities: Identity, Dropout at inference and a Cast to the type its input already has pass
+their input on unchanged: their readers
 read the input instead and the copy they would make goes.
 
 A Dropout is an identity when its training_mode input is absent or a constant false (or its ratio a
@@ -22,6 +23,9 @@ def is_identity(node: Node, used: set[int]) -> bool:
         return False
     if node.op == "Identity":
         return True
+    if node.op in ("Cast", "CastLike"):   # (exporters write float-to-float Casts, e.g. after a Softmax)
+        source, out = node.inputs[0].type, node.outputs[0].type
+        return source is not None and out is not None and source.dtype == out.dtype
     if node.op != "Dropout" or any(id(o) in used for o in node.outputs[1:]):
         return False
     ratio = node.inputs[1] if len(node.inputs) > 1 else None
