@@ -74,6 +74,7 @@ def enabled(features: str) -> frozenset[str]:
     return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
 
 
+@functools.cache   # (asked on every kernel choice: jit.host().level)
 def highest_level(features: str) -> IsaLevel:
     """The highest level an LLVM feature string can execute (SSE, the portable level, when none fits)."""
     on = enabled(features)
