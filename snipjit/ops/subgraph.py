@@ -3,7 +3,8 @@
 Node input i feeds body input i; body output j is node output j. Inference refines the body in place: the
 body inputs take the node's input types (which may be more precise, e.g. name a dynamic dim) and the body
 is re-inferred; the node's outputs get the body's output types. The reference kernel runs the body node
-by node with the registry's reference kernels.
+by node with the registry's reference kernels. `pattern` names a body a dedicated kernel runs ("mha": an
+attention block, see `passes.tokenize_mha`); "" is a body of elementwise ops for the Snippets compiler.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def infer_subgraph(ctx: OpContext) -> list[TensorType]:
     return [v.type for v in body.outputs]
 
 
-@register("Subgraph", Category.FUSED, infer=infer_subgraph, attrs={"body": REQUIRED},
+@register("Subgraph", Category.FUSED, infer=infer_subgraph, attrs={"body": REQUIRED, "pattern": ""},
           inputs=(0, -1), outputs=(1, -1))
 def subgraph(ctx: OpContext, *inputs):
     """Run the body graph on the node's inputs with the reference kernels of its nodes."""

@@ -18,6 +18,7 @@ from .postpone_broadcast import postpone_broadcast
 from .simplify_shapes import simplify_shapes
 from .split_runtime_constants import split_runtime_constants_pass
 from .tokenize import tokenize_snippets
+from .tokenize_mha import tokenize_mha
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class GraphPass:
 
 def default_pipeline(options: dict) -> list[GraphPass]:
     """Options: `fold=False` turns off constant folding; `channels_last=False` keeps convolutions on
-    NCHW; `fuse=False` turns off the Snippets tokenizer (every node runs on its own)."""
+    NCHW; `fuse=False` turns off the Snippets tokenizers (every node runs on its own); `mha=False` leaves
+    attention blocks to the elementwise tokenizer."""
     passes = [GraphPass("InferShapes", lambda g, o: infer_shapes(g)),
               GraphPass("EliminateIdentities", eliminate_identities)]
     if options.get("fold", True):
@@ -48,7 +50,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
     if options.get("channels_last", True):
         passes.append(GraphPass("ChannelsLast", channels_last))
     if options.get("fuse", True):
-        passes += [GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
+        passes += [GraphPass("TokenizeMHA", tokenize_mha),
+                   GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
                    GraphPass("TokenizeSnippets", lambda g, o: tokenize_snippets(g, with_register_budget(o)))]
     return passes
 

@@ -222,7 +222,8 @@ class TokenizeSnippets:
         built: dict[Node, Node] = {}  # first member -> its Subgraph node
         for cluster, name in zip(clusters, self.fresh_node_names(len(clusters))):
             b = cluster.boundary
-            built[b.nodes[0]] = Node("Subgraph", list(b.inputs), list(b.outputs), {"body": make_body(b, name)}, name)
+            body = make_body(b.inputs, b.outputs, b.nodes, name)
+            built[b.nodes[0]] = Node("Subgraph", list(b.inputs), list(b.outputs), {"body": body}, name)
             fused.update(b.nodes)
         self.graph.nodes = [built.get(n, n) for n in self.graph.nodes if n in built or n not in fused]
         self.graph.toposort()  # a Subgraph's outside users may sit between its members
@@ -243,9 +244,9 @@ class TokenizeSnippets:
         return names
 
 
-def make_body(b: Boundary, name: str) -> Graph:
+def make_body(inputs: list[Value], outputs: list[Value], nodes: list[Node], name: str) -> Graph:
     """The body graph of a Subgraph: copies of its nodes over copies of their values (same names)."""
-    inner: dict[Value, Value] = {v: Value(v.name, v.type) for v in b.inputs}
+    inner: dict[Value, Value] = {v: Value(v.name, v.type) for v in inputs}
 
     def copy(v: Value | None) -> Value | None:
         if v is None:
@@ -254,9 +255,9 @@ def make_body(b: Boundary, name: str) -> Graph:
             inner[v] = Value(v.name, v.type, None, v.data)
         return inner[v]
 
-    nodes = [Node(n.op, [copy(v) for v in n.inputs], [copy(o) for o in n.outputs], dict(n.attrs),
-                  n.name, n.domain, dict(n.meta)) for n in b.nodes]
-    return Graph([inner[v] for v in b.inputs], [inner[v] for v in b.outputs], nodes, name)
+    copies = [Node(n.op, [copy(v) for v in n.inputs], [copy(o) for o in n.outputs], dict(n.attrs),
+                  n.name, n.domain, dict(n.meta)) for n in nodes]
+    return Graph([inner[v] for v in inputs], [inner[v] for v in outputs], copies, name)
 
 
 def tokenize_snippets(graph: Graph, options: dict | None = None) -> Graph:

@@ -7,12 +7,16 @@ from __future__ import annotations
 from typing import Callable
 
 from ...ir.graph import Node
+from .attention import build_attention
 from .base import REFERENCE, Implementation, choose_implementation
 from .blas import BLAS
 from .channels_last import NHWC
 from .snippet import SNIPPET
 
-IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, NHWC, BLAS, REFERENCE)
+# an attention block (a Subgraph of pattern "mha") is a snippet step of its own kernel
+ATTENTION = Implementation("snippet", lambda node, options: node.op == "Subgraph" and node.attrs.get("pattern") == "mha",
+                           build_attention)
+IMPLEMENTATIONS: tuple[Implementation, ...] = (ATTENTION, SNIPPET, NHWC, BLAS, REFERENCE)
 
 
 def choose(node: Node, options: dict) -> tuple[str, Callable]:

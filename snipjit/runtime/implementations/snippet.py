@@ -322,6 +322,7 @@ def build_snippet(node: Node, options: dict) -> SnippetKernel:
     return SnippetKernel(node, compile_body(node.attrs["body"], options), build_reference(node, options), options)
 
 
-SNIPPET = Implementation("snippet", lambda node, options: node.op == "Subgraph", build_snippet)
+SNIPPET = Implementation("snippet", lambda node, options: node.op == "Subgraph" and not node.attrs.get("pattern"),
+                         build_snippet)
 
 __all__ = ["SnippetKernel", "build_snippet"]

@@ -85,7 +85,7 @@ def pending_jobs(nodes: Iterable[Node], options: dict) -> list[Job]:
     cache = get_kernel_cache()
     jobs: dict[str, Job] = {}
     for node in nodes:
-        if node.op == "Subgraph":
+        if node.op == "Subgraph" and not node.attrs.get("pattern"):   # (patterns have kernels of their own)
             body = node.attrs["body"]
             spec = kernel_spec(body, options)
             if spec.key not in jobs and not cache.holds(spec.key):

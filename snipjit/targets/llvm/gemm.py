@@ -102,8 +102,9 @@ def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
 class _Builder:
     """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
 
-    def __init__(self, shape: MicroKernel):
+    def __init__(self, shape: MicroKernel, dim_names: tuple[str, ...] = DIMS, ptr_names: tuple[str, ...] = PTRS):
         self.shape = shape
+        self.ptr_names = ptr_names
         lanes = shape.lanes
         self.vec = vec = ir.VectorType(F32, lanes)
         self.mask_t = mask_t = ir.VectorType(I1, lanes)
@@ -118,15 +119,14 @@ class _Builder:
         self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
         ptrs, dims, self.begin, self.end, self.scratch = fn.args
         self.ptrs = ptrs
-        self.A, self.B, self.C, self.bias = (self.pointer(name) for name in PTRS[:4])
-        self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
+        self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(dim_names)}
         self.zero = ir.Constant(vec, None)
         self.null = ir.Constant(ptr, None)
 
     def pointer(self, name: str):
         """Argument pointer `name`, loaded here (the rarely used ones where they are used: a pointer
         loaded at the entry would occupy a register through the K loop)."""
-        return self.b.load(self.b.gep(self.ptrs, [_c(PTRS.index(name))], source_etype=ir.PointerType()),
+        return self.b.load(self.b.gep(self.ptrs, [_c(self.ptr_names.index(name))], source_etype=ir.PointerType()),
                            typ=ir.PointerType())
 
     def at(self, base, index):
@@ -192,24 +192,25 @@ def _copy_panel(g: _Builder, panel, masks, copy) -> tuple:
 
 
 def _k_loop(g: _Builder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb, a_stride=None):
-    """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators.
-    A's rows are contiguous along k, or `a_stride` elements apart."""
-    b, shape = g.b, g.shape
+    """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators
+    (rows × vectors: a block as wide as `acc`). A's rows are contiguous along k, or `a_stride` elements
+    apart."""
+    b, shape, vectors = g.b, g.shape, len(acc[0])
     loop = CountedLoop(b, name, start, b.sub(stop, _c(step - 1)), step)
-    carried = [[loop.phi(g.vec, acc[j][v]) for v in range(shape.vectors)] for j in range(len(a_rows))]
+    carried = [[loop.phi(g.vec, acc[j][v]) for v in range(vectors)] for j in range(len(a_rows))]
     loop.enter()
     current = carried
     for u in range(step):
         k = b.add(loop.index, _c(u)) if u else loop.index
         b_row = g.at(b_base, b.mul(k, ldb))
         a_k = None if a_stride is None else b.mul(k, a_stride)
-        bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(shape.vectors)]
+        bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(vectors)]
         updated = []
         for j in range(len(a_rows)):
             a = g.splat(b.load(g.at(a_rows[j], k if a_stride is None else a_k), typ=F32), F32)
-            updated.append([g.multiply_add(a, bv[v], current[j][v]) for v in range(shape.vectors)])
+            updated.append([g.multiply_add(a, bv[v], current[j][v]) for v in range(vectors)])
         current = updated
-    loop.leave([(carried[j][v], current[j][v]) for j in range(len(a_rows)) for v in range(shape.vectors)])
+    loop.leave([(carried[j][v], current[j][v]) for j in range(len(a_rows)) for v in range(vectors)])
     return carried, loop.index
 
 
@@ -376,6 +377,7 @@ def _activation(g: _Builder, value):
 def gemm_module(shape: MicroKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
     g = _Builder(shape)
+    g.A, g.B, g.C, g.bias = (g.pointer(name) for name in PTRS[:4])
     b, d, mr, vectors, lanes, nr = g.b, g.d, shape.mr, shape.vectors, shape.lanes, shape.nr
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
     has_bias = b.icmp_unsigned("!=", g.bias, g.null)

@@ -1,0 +1,201 @@
+"""TokenizeMHA: collects each attention block into one `Subgraph` node (pattern "mha"), before the
+elementwise tokenizer runs, so that the scores never reach memory (see `targets.llvm.attention`).
+
+The pattern, from the Softmax outwards:
+
+    Q: [Reshape] [Transpose]...   Kᵀ: [Reshape] [Transpose]...   V: [Reshape] [Transpose]...
+    S = MatMul(Q, Kᵀ) -> [Mul | Div by a scalar constant]... -> [Add mask] -> Softmax(last axis)
+    O = MatMul(S, V) -> [Transpose] [Reshape]
+
+Q, Kᵀ and V are rank 3 or 4 ([batch,] heads, rows, head size); the mask broadcasts to the scores. The
+movement ops that split the heads off a projection and merge them back are absorbed when nothing else
+reads their results: the kernel reads through their strides instead of copying. Every absorbed value
+but the block's result must be used only inside the block. The body keeps the original nodes, so the
+block also runs node by node (the reference kernel) wherever the kernel does not take the layouts.
+
+`match_mha` also describes a body again for the implementation (`MHAMatch`). Option `mha=False` turns
+the pass off.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.dtypes import f32
+from ..ir.graph import Graph, Node, TensorType, Value
+from ..ir.shape import merge_shapes
+from ..ops.registry import infer_node
+from .tokenize import make_body
+
+PATTERN = "mha"
+MAX_VIEW_NODES = 3   # movement ops absorbed in front of an operand
+
+
+@dataclass
+class MHAMatch:
+    """An attention block found in a graph: its nodes in order, and what the kernel needs of them."""
+    softmax: Node
+    scores: Node                    # MatMul(Q, Kᵀ)
+    context: Node                   # MatMul(P, V)
+    q: Value                        # where each operand comes from (before its absorbed movement ops)
+    k: Value
+    v: Value
+    q_views: list[Node] = field(default_factory=list)   # the absorbed movement ops, first applied first
+    k_views: list[Node] = field(default_factory=list)
+    v_views: list[Node] = field(default_factory=list)
+    scale: float = 1.0
+    mask: Value | None = None
+    between: list[Node] = field(default_factory=list)   # the scale and mask nodes, in order
+    out_views: list[Node] = field(default_factory=list)
+
+    @property
+    def output(self) -> Value:
+        return (self.out_views[-1] if self.out_views else self.context).outputs[0]
+
+    @property
+    def nodes(self) -> list[Node]:
+        return (self.q_views + self.k_views + self.v_views + [self.scores] + self.between + [self.softmax, self.context]
+                + self.out_views)
+
+    @property
+    def inputs(self) -> list[Value]:
+        """The block's inputs, each once: the operands' sources, then the mask."""
+        found = [self.q, self.k, self.v] + ([self.mask] if self.mask is not None else [])
+        return list(dict.fromkeys(found))
+
+
+def _scalar(v: Value | None) -> float | None:
+    if v is None or not v.is_constant or v.data.size != 1 or not np.issubdtype(v.data.dtype, np.floating):
+        return None
+    return float(v.data.reshape(()))
+
+
+def _is_view(node: Node | None) -> bool:
+    """A movement op the kernel reads through: Transpose, or a Reshape to a constant shape."""
+    if node is None or node.domain or len(node.outputs) != 1:
+        return False
+    if node.op == "Transpose":
+        return True
+    return node.op == "Reshape" and len(node.inputs) == 2 and node.inputs[1] is not None and node.inputs[1].is_constant
+
+
+def _views_before(value: Value, uses: dict, outputs: set) -> tuple[Value, list[Node]]:
+    """Walk back from an operand through movement ops used only on this path; (source, ops in order)."""
+    views: list[Node] = []
+    while (len(views) < MAX_VIEW_NODES and _is_view(value.producer) and _used_once(value, uses, outputs)):
+        views.insert(0, value.producer)
+        value = value.producer.inputs[0]
+    return value, views
+
+
+def _used_once(value: Value, uses: dict, outputs: set) -> bool:
+    return value not in outputs and len(uses.get(value, ())) == 1
+
+
+def _rank_ok(value: Value) -> bool:
+    t = value.type
+    return t is not None and t.dtype == f32 and t.shape is not None and len(t.shape) in (3, 4)
+
+
+def _scores_first(add: Node) -> tuple[Value, Value]:
+    """(the scores, the mask) of an Add: the scores come from the product or its scaling."""
+    a, b = add.inputs
+    from_scores = [v.producer is not None and v.producer.op in ("MatMul", "Mul", "Div") for v in (a, b)]
+    return (b, a) if from_scores == [False, True] or (
+        all(from_scores) and b.producer.op == "MatMul" and a.producer.op != "MatMul") else (a, b)
+
+
+def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
+    """The attention block around `softmax`, or None. `uses`: `Graph.consumers()`; `outputs`: the graph's
+    outputs (values the block may not hide)."""
+    if softmax.op != "Softmax" or softmax.domain or not _rank_ok(softmax.outputs[0]):
+        return None
+    axis = softmax.attrs.get("axis", -1)
+    if axis not in (-1, len(softmax.outputs[0].shape) - 1):
+        return None
+    between: list[Node] = []
+    scale, mask = 1.0, None
+    x = softmax.inputs[0]
+    while True:
+        node = x.producer
+        if node is None or node.domain or not _used_once(x, uses, outputs):
+            return None
+        if node.op == "MatMul":
+            break
+        if node.op in ("Mul", "Div"):
+            constant = _scalar(node.inputs[1])
+            if constant is None and node.op == "Mul":
+                constant, x = _scalar(node.inputs[0]), node.inputs[1]
+            else:
+                x = node.inputs[0]
+            if constant is None or constant == 0:
+                return None
+            scale *= constant if node.op == "Mul" else 1 / constant
+        elif node.op == "Add" and mask is None and not between:   # (a scale after the mask would scale it too)
+            x, mask = _scores_first(node)
+            if mask.type is None or mask.type.dtype != f32 or mask.type.shape is None or len(mask.type.shape) > 4:
+                return None
+        else:
+            return None
+        between.insert(0, node)
+    scores = x.producer
+    probabilities = softmax.outputs[0]
+    if not _used_once(probabilities, uses, outputs):
+        return None
+    context, index = uses[probabilities][0]
+    if context.op != "MatMul" or context.domain or index != 0:
+        return None
+    if not all(_rank_ok(v) for v in (scores.inputs[0], scores.inputs[1], context.inputs[1], context.outputs[0])):
+        return None
+    q, q_views = _views_before(scores.inputs[0], uses, outputs)
+    k, k_views = _views_before(scores.inputs[1], uses, outputs)
+    v, v_views = _views_before(context.inputs[1], uses, outputs)
+    if len({id(n) for n in q_views + k_views + v_views}) != len(q_views + k_views + v_views):
+        return None   # (an operand reaching another's movement ops: keep them outside)
+    out_views: list[Node] = []
+    result = context.outputs[0]
+    while len(out_views) < MAX_VIEW_NODES and _used_once(result, uses, outputs):
+        after = uses[result][0][0]
+        if not _is_view(after) or uses[result][0][1] != 0:
+            break
+        out_views.append(after)
+        result = after.outputs[0]
+    if mask is not None and mask in {o for n in q_views + k_views + v_views for o in n.outputs}:
+        return None
+    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, scale, mask, between, out_views)
+
+
+def tokenize_mha(graph: Graph, options: dict | None = None) -> Graph:
+    """Replace every attention block by a Subgraph node `mhaK` with pattern "mha"."""
+    if not (options or {}).get("mha", True):
+        return graph
+    graph.toposort()
+    outputs = set(graph.outputs)
+    taken = {n.name for n in graph.nodes}
+    fused: dict[Node, Node] = {}   # the block's last node -> its Subgraph
+    absorbed: set[Node] = set()
+    for node in list(graph.nodes):
+        if node.op != "Softmax":
+            continue
+        found = match_mha(node, graph.consumers(), outputs)
+        if found is None or absorbed & set(found.nodes):
+            continue
+        name = next(f"mha{k}" for k in range(len(taken) + 1) if f"mha{k}" not in taken)
+        taken.add(name)
+        body = make_body(found.inputs, [found.output], found.nodes, name)
+        fused[found.nodes[-1]] = Node("Subgraph", found.inputs, [found.output], {"body": body, "pattern": PATTERN},
+                                      name)
+        absorbed.update(found.nodes)
+    if not fused:
+        return graph
+    graph.nodes = [fused.get(n, n) for n in graph.nodes if n in fused or n not in absorbed]
+    graph.toposort()
+    for sub in fused.values():
+        for out, t in zip(sub.outputs, infer_node(sub)):
+            out.type = TensorType(t.dtype, merge_shapes(out.type.shape, t.shape))
+    graph.validate()
+    return graph
+
+
+__all__ = ["MHAMatch", "PATTERN", "match_mha", "tokenize_mha"]

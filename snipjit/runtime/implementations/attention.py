@@ -1,0 +1,253 @@
+"""Attention blocks (Subgraphs of pattern "mha", see `passes.tokenize_mha`) on the generated attention
+kernel (`targets.llvm.attention`), run on the native pool.
+
+The block's movement ops are applied to the arrays as NumPy views (no copies): Q, Kᵀ, V and the output
+become [batch, heads, rows, head size] views whose strides the kernel reads. The output's movement ops
+are inverted on the planned output array, so the kernel writes the merged-heads layout directly. When
+a view would need a copy, the layouts do not suit the kernel (a head size whose elements are not
+contiguous, one not a multiple of the vector width), or no LLVM is available, the body runs node by
+node (the reference kernel), which gives the same results.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ...ir.graph import Graph, Node
+from ...passes.tokenize_mha import MHAMatch, match_mha
+from ..caches.object_cache import native_kernel
+from ..parallel.native_threads import get_native_pool, scratchpads
+from . import gemm_launch
+from .base import Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
+
+PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
+ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted per thread
+
+
+def describe(body: Graph) -> MHAMatch:
+    """The attention block a "mha" body holds (its values are the body's)."""
+    softmax = [n for n in body.nodes if n.op == "Softmax"]
+    found = match_mha(softmax[0], body.consumers(), set(body.outputs)) if len(softmax) == 1 else None
+    if found is None or found.output is not body.outputs[0]:
+        raise NotApplicable(f"body {body.name} is not an attention block")
+    return found
+
+
+# ---- the views ------------------------------------------------------------------------------------
+def _reshaped(a: np.ndarray, target: Sequence[int], allowzero: bool) -> np.ndarray:
+    """ONNX Reshape as a view of `a` (0 copies a dim, -1 is inferred); ValueError when it would copy."""
+    dims = [a.shape[i] if t == 0 and not allowzero else int(t) for i, t in enumerate(target)]
+    if -1 in dims:
+        at = dims.index(-1)
+        rest = math.prod(d for i, d in enumerate(dims) if i != at)
+        dims[at] = a.size // rest if rest else 0
+    view = a.view()
+    try:
+        view.shape = dims
+    except AttributeError:
+        raise ValueError("the reshape would copy") from None
+    return view
+
+
+def _perm(node: Node, rank: int) -> list[int]:
+    perm = node.attrs.get("perm")
+    return list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
+
+
+def _apply(a: np.ndarray, views: Sequence[Node]) -> np.ndarray:
+    for node in views:
+        if node.op == "Transpose":
+            a = a.transpose(_perm(node, a.ndim))
+        else:
+            a = _reshaped(a, node.inputs[1].data.tolist(), bool(node.attrs.get("allowzero", 0)))
+    return a
+
+
+def _as_4d(a: np.ndarray) -> np.ndarray:
+    return a[None] if a.ndim == 3 else a
+
+
+def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...]) -> np.ndarray:
+    """The view of `out` the product's result [.., rows, head size] (of `shape`) is written through:
+    the output's movement ops undone."""
+    shapes = [shape]
+    for node in views:   # the shape before each op, forwards
+        probe = np.lib.stride_tricks.as_strided(np.empty(1, np.float32), shapes[-1], [0] * len(shapes[-1]))
+        shapes.append(_apply(probe, [node]).shape)
+    if tuple(shapes[-1]) != out.shape:
+        raise ValueError(f"the output is {out.shape}, the block makes {shapes[-1]}")
+    view = out
+    for node, before in zip(reversed(views), reversed(shapes[:-1])):
+        if node.op == "Transpose":
+            view = view.transpose(np.argsort(_perm(node, view.ndim)))
+        else:
+            view = _reshaped(view, before, True)
+    return view
+
+
+# ---- the kernel -------------------------------------------------------------------------------------
+def _shape(d: int, dv: int, sk_hint: int, masked: bool):
+    """The attention kernel for head sizes d (scores) and dv (output) at the current ISA level, or None.
+    The scores block is the GEMM's block for a product as wide as the keys; the output block the widest
+    dividing Dv that keeps a row block of the same height in registers."""
+    from ...targets.llvm import jit
+    from ...targets.llvm.attention import AttentionKernel
+    level = jit.host().level
+    lanes, registers = level.f32_lanes, level.vector_registers
+    if dv % lanes:
+        return None
+    scores = gemm_launch.choose_kernel(sk_hint, d).shape
+    best = None
+    for vectors in (v for v in range(1, 5) if (dv // lanes) % v == 0):
+        rows = min(scores.mr, (registers - vectors - 1) // vectors)
+        if rows >= 1 and (best is None or rows * vectors > best[0] * best[1]):
+            best = (rows, vectors)
+    return AttentionKernel(best[0], scores.vectors, best[1], lanes, scores.unroll, level.fused_multiply_add, masked)
+
+
+def _compiled(shape) -> tuple[int, object]:
+    from ...targets.llvm import jit
+    from ...targets.llvm.attention import attention_module
+    host = jit.host()
+    return native_kernel(lambda: attention_module(shape), shape.name, host.cpu, host.features)
+
+
+@dataclass
+class AttentionLaunch:
+    """One call of the kernel with its arguments. It holds what it made (the scale, a converted mask), not
+    the caller's arrays: those must stay alive and unchanged in layout while it is run again."""
+    shape: object
+    ptrs: ctypes.Array
+    dims: ctypes.Array
+    items: int
+    threads: int
+    scratch: object
+    held: tuple
+    copied_mask: bool   # the mask was converted: a copy of the values it had
+
+    def __post_init__(self):
+        self.address, self.fn = _compiled(self.shape)   # (looked up once: a launch is microseconds)
+
+    def run(self) -> None:
+        pool = get_native_pool()
+        if pool is not None and self.threads > 1:
+            pool.run(self.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items, 1,
+                     self.scratch.base, self.scratch.stride)
+        else:
+            self.fn(self.ptrs, self.dims, 0, self.items, self.scratch.base)
+
+
+def _elements(a: np.ndarray) -> list[int]:
+    return [s // a.itemsize for s in a.strides]
+
+
+def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, mask: np.ndarray | None,
+            scale: float) -> AttentionLaunch | None:
+    """The launch computing out = softmax(q @ kt * scale + mask) @ v on 4-D views (out's batch and heads
+    those of the broadcast operands), or None when the kernel does not take them."""
+    b, h, sq, dv = out.shape
+    d, sk = kt.shape[-2:]
+    try:
+        q, kt, v = (np.broadcast_to(x, (b, h) + x.shape[2:]) for x in (q, kt, v))
+        if mask is not None:
+            mask = np.broadcast_to(mask, (b, h, sq, sk))
+    except ValueError:
+        return None
+    if (sk == 0 or d == 0 or sq == 0 or q.shape[-2:] != (sq, d) or v.shape[-2:] != (sk, dv)
+            or any(x.dtype != np.float32 for x in (q, kt, v, out))
+            or any(x.shape[-1] > 1 and x.strides[-1] != 4 for x in (q, v, out))
+            or not gemm_launch.available()):
+        return None
+    copied = mask is not None and (mask.dtype != np.float32 or mask.strides[-1] != 4)
+    if copied:   # (the same mask for every key, or another type)
+        mask = np.ascontiguousarray(mask, dtype=np.float32)
+    shape = _shape(d, dv, sk, mask is not None)
+    if shape is None:
+        return None
+    pool = get_native_pool()
+    work = b * h * sq * sk * (d + dv)
+    threads = pool.threads if pool is not None and work >= PARALLEL_MIN_MULTIPLY_ADDS else 1
+    blocks = -(-sq // shape.mr)
+    chunks = min(blocks, -(-ITEMS_PER_THREAD * threads // (b * h))) if threads > 1 else 1
+    chunk_rows = -(-blocks // chunks) * shape.mr
+    chunks = -(-sq // chunk_rows)
+    qs, ks, vs, os_ = _elements(q), _elements(kt), _elements(v), _elements(out)
+    ms = _elements(mask) if mask is not None else [0, 0, 0, 0]
+    from ...targets.llvm.attention import DIMS, PTRS
+    dims = dict(B=b, H=h, Sq=sq, Sk=sk, D=d, Dv=dv, q_b=qs[0], q_h=qs[1], q_s=qs[2], k_b=ks[0], k_h=ks[1],
+                k_s=ks[3], k_d=ks[2], v_b=vs[0], v_h=vs[1], v_s=vs[2], o_b=os_[0], o_h=os_[1], o_s=os_[2],
+                m_b=ms[0], m_h=ms[1], m_s=ms[2], chunks=chunks, chunk_rows=chunk_rows)
+    factor = np.array([scale], np.float32)
+    arrays = (q, kt, v, out, mask, factor)
+    ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
+    scratch = scratchpads(threads, (shape.scratch_floats(sk, d) + 16) * 4)
+    return AttentionLaunch(shape, ptrs, (ctypes.c_int64 * len(DIMS))(*(dims[n] for n in DIMS)),
+                           b * h * chunks, threads, scratch, (factor, mask if copied else None), copied)
+
+
+class AttentionKernel(Kernel):
+    """A "mha" Subgraph: its block on the attention kernel, else its body node by node."""
+
+    def __init__(self, node: Node):
+        self.node = node
+        body = node.attrs["body"]
+        self.block = describe(body)
+        self.slot = {id(v): i for i, v in enumerate(body.inputs)}
+        self.reference = ReferenceKernel(node)
+
+    def _operands(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+        """Q, Kᵀ and V as 4-D views, and the shape of the second product's result (ValueError: no views)."""
+        m = self.block
+        q, kt, v = (_as_4d(_apply(inputs[self.slot[id(x)]], views))
+                    for x, views in ((m.q, m.q_views), (m.k, m.k_views), (m.v, m.v_views)))
+        batch = np.broadcast_shapes(q.shape[:2], kt.shape[:2], v.shape[:2])
+        rank = len(m.context.outputs[0].type.shape)
+        return q, kt, v, (batch + (q.shape[2], v.shape[3]))[4 - rank:]
+
+    def _launch(self, inputs: Sequence[np.ndarray], out: np.ndarray) -> AttentionLaunch | None:
+        m = self.block
+        try:
+            q, kt, v, product = self._operands(inputs)
+            target = _as_4d(_output_view(out, m.out_views, product))
+        except ValueError:
+            return None
+        mask = inputs[self.slot[id(m.mask)]] if m.mask is not None else None
+        return prepare(q, kt, v, target, mask, m.scale)
+
+    def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        launch = self._launch(inputs, outputs[0]) if outputs[0].size else None
+        if launch is None:
+            self.reference.run_into(inputs, outputs)
+        else:
+            launch.run()
+
+    def bind(self, in_shapes, fixed, n_outputs) -> PreparedLaunch:
+        """The launch prepared once for the arrays of a first call, run again while they are the same."""
+        def prepare(arrays: list):
+            launch = self._launch(arrays[:-1], arrays[-1]) if arrays[-1].size else None
+            if launch is None or launch.copied_mask:   # (a converted mask would keep its first values)
+                return None
+            return lambda _: launch.run()
+
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        try:
+            product = self._operands(inputs)[3]
+            probe = np.lib.stride_tricks.as_strided(np.empty(1, np.float32), product, [0] * len(product))
+            out = np.empty(_apply(probe, self.block.out_views).shape, np.float32)
+        except ValueError:
+            return self.reference(inputs)
+        self.run_into(inputs, [out])
+        return [out]
+
+
+def build_attention(node: Node, options: dict) -> AttentionKernel:
+    return AttentionKernel(node)
+
+
+__all__ = ["AttentionKernel", "AttentionLaunch", "build_attention", "describe", "prepare"]

@@ -1,0 +1,204 @@
+"""The attention microkernel: O = softmax(Q·Kᵀ·scale + mask)·V, a block of query rows at a time, the
+block of scores never leaving the thread's scratchpad (the Snippets MHA pattern: two block products
+around a fused softmax). Both products are the GEMM generator's K loop (`gemm._k_loop`) on register
+blocks of its kind; nothing here multiplies matrices another way.
+
+A work item is a chunk of query rows of one (batch entry, head); the kernel follows the `KernelFunction`
+ABI of the native pool: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end). Per item:
+1. Kᵀ of the (batch entry, head), times the scale, is packed into the scratchpad as panels of NR keys
+   ([D, NR] each, zeros past Sk), so the first product streams it like a packed GEMM operand. K is read
+   through its strides: the head split (a Reshape and Transpose of the projection) costs no copy.
+2. For each block of `mr` query rows (a last short block repeats its last row): the scores block
+   [mr, Skp] = Q rows · packed Kᵀ, panel by panel (the K loop runs over the head size D).
+3. Per row: + the mask row (an additive mask, broadcast through strides), the running maximum,
+   exp(s - max) in place, its sum. Keys past Sk count as -inf.
+4. The output rows = P · V (the K loop over the keys; B is V's rows in place), times 1/sum, stored
+   through O's strides: straight into the merged-heads layout when the output transpose was absorbed.
+
+ptrs: see `PTRS` (mask: null when there is none; scale: one float). dims: see `DIMS`, strides in
+elements: Q, V and O have unit stride along the head size, K any strides (k_s between keys, k_d along
+the head size). The mask has unit stride along the keys. Dv is a multiple of the output block's width.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from . import vmath
+from .counted_loop import I64, CountedLoop, i64 as _c
+from .gemm import F32, _Builder, _k_loop
+
+DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
+        "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "chunks", "chunk_rows")
+PTRS = ("Q", "K", "V", "O", "mask", "scale")
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """The shape of one generated attention kernel."""
+    mr: int            # query rows per block
+    score_vectors: int  # vectors per row of the first product's block (NR keys = score_vectors · lanes)
+    out_vectors: int   # vectors per row of the second product's block (a divisor of Dv / lanes)
+    lanes: int
+    unroll: int
+    fused: bool = True
+    masked: bool = False   # an additive mask is read
+
+    @property
+    def nr(self) -> int:
+        return self.score_vectors * self.lanes
+
+    @property
+    def name(self) -> str:
+        return (f"snipjit_attention_{self.mr}x{self.score_vectors}x{self.out_vectors}x{self.lanes}_u{self.unroll}"
+                f"{'' if self.fused else '_mul_add'}{'_mask' if self.masked else ''}")
+
+    def scratch_floats(self, sk: int, d: int) -> int:
+        """Floats of scratchpad one thread needs: packed Kᵀ, then the block of scores."""
+        padded = -(-sk // self.nr) * self.nr
+        return padded * d + self.mr * padded
+
+
+def _pack_keys(g: _Builder, k_base, packed, scale) -> None:
+    """Kᵀ·scale into `packed`: key j, depth t at (j // NR)·D·NR + t·NR + j % NR; zeros for keys past Sk."""
+    b, d, nr = g.b, g.d, g.shape.nr
+    padded = b.mul(b.sdiv(b.add(d["Sk"], _c(nr - 1)), _c(nr)), _c(nr))
+    keys = CountedLoop(b, "pack.key", _c(0), padded, 1)
+    keys.enter()
+    j = keys.index
+    column = g.at(packed, b.add(b.mul(b.sdiv(j, _c(nr)), b.mul(d["D"], _c(nr))), b.srem(j, _c(nr))))
+    inside = b.icmp_signed("<", j, d["Sk"])
+    source = g.at(k_base, b.mul(b.select(inside, j, _c(0)), d["k_s"]))
+    zero = ir.Constant(F32, 0.0)
+    depth = CountedLoop(b, "pack.depth", _c(0), d["D"], 1)
+    depth.enter()
+    t = depth.index
+    value = b.fmul(b.load(g.at(source, b.mul(t, d["k_d"])), typ=F32), scale)
+    b.store(b.select(inside, value, zero), g.at(column, b.mul(t, _c(nr))))
+    depth.leave()
+    keys.leave()
+
+
+def _scores(g: _Builder, q_rows, packed, scores, padded) -> None:
+    """The scores block [mr, padded] = Q rows · packed Kᵀ, one NR-key panel at a time."""
+    b, d, shape = g.b, g.d, g.shape
+    panels = CountedLoop(b, "qk.panel", _c(0), b.sdiv(padded, _c(shape.nr)), 1)
+    panels.enter()
+    panel = g.at(packed, b.mul(panels.index, b.mul(d["D"], _c(shape.nr))))
+    acc = [[g.zero] * shape.score_vectors for _ in q_rows]
+    acc, k = _k_loop(g, "qk", _c(0), d["D"], shape.unroll, acc, q_rows, panel, _c(shape.nr))
+    if shape.unroll > 1:
+        acc, _ = _k_loop(g, "qk.tail", k, d["D"], 1, acc, q_rows, panel, _c(shape.nr))
+    column = b.mul(panels.index, _c(shape.nr))
+    for j, row in enumerate(acc):
+        out = g.at(scores, b.add(b.mul(_c(j), padded), column))
+        for v, value in enumerate(row):
+            g.store(value, g.at(out, _c(v * shape.lanes)))
+    panels.leave()
+
+
+def _tree(g: _Builder, vector, combine):
+    """All lanes of `vector` combined pairwise in log2(lanes) steps (an ordered reduction would chain
+    `lanes` dependent additions per row); lane 0 of the result."""
+    b, width = g.b, g.shape.lanes
+    while width > 1:
+        width //= 2
+        upper = b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(ir.IntType(32), g.shape.lanes),
+                                                             [width + i if i < width else i for i in range(g.shape.lanes)]))
+        vector = combine(vector, upper)
+    return b.extract_element(vector, ir.Constant(ir.IntType(32), 0))
+
+
+def _softmax_row(g: _Builder, row, mask_row):
+    """exp(row + mask - max) over the row's Sk scores, in place (later lanes of the last vector: 0);
+    returns the sum."""
+    b, d, lanes = g.b, g.d, g.shape.lanes
+    vectors = b.sdiv(b.add(d["Sk"], _c(lanes - 1)), _c(lanes))
+    lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    minus_inf = g.splat(ir.Constant(F32, float("-inf")), F32)
+
+    first = CountedLoop(b, "softmax.max", _c(0), vectors, 1)
+    largest = first.phi(g.vec, minus_inf)
+    first.enter()
+    at = b.mul(first.index, _c(lanes))
+    inside = b.icmp_signed("<", lane_ids, g.splat(b.sub(d["Sk"], at), I64))
+    x = g.load(g.at(row, at))
+    if mask_row is not None:   # (a masked load: the mask row may end inside this vector)
+        x = b.fadd(x, g.load(g.at(mask_row, at), inside))
+    x = b.select(inside, x, minus_inf)
+    g.store(x, g.at(row, at))
+    first.leave([(largest, b.select(b.fcmp_ordered(">", x, largest), x, largest))])
+    top = g.splat(_tree(g, largest, lambda x, y: b.select(b.fcmp_ordered(">", y, x), y, x)), F32)
+
+    second = CountedLoop(b, "softmax.exp", _c(0), vectors, 1)
+    total = second.phi(g.vec, g.zero)
+    second.enter()
+    at = b.mul(second.index, _c(lanes))
+    e = vmath.emit(b, "exp", b.fsub(g.load(g.at(row, at)), top), fused_multiply_add=g.shape.fused)
+    g.store(e, g.at(row, at))
+    second.leave([(total, b.fadd(total, e))])
+    return _tree(g, total, b.fadd)
+
+
+def attention_module(shape: AttentionKernel) -> ir.Module:
+    """The module defining kernel `shape.name`."""
+    g = _Builder(shape, DIMS, PTRS)   # (the builder needs of a shape its lanes, name and FMA)
+    b, d, lanes = g.b, g.d, shape.lanes
+    module = g.module
+    Q, K, V, O = (g.pointer(name) for name in PTRS[:4])
+    scale = b.load(g.pointer("scale"), typ=F32)
+    padded = b.mul(b.sdiv(b.add(d["Sk"], _c(shape.nr - 1)), _c(shape.nr)), _c(shape.nr))
+    packed = g.scratch
+    scores = g.at(g.scratch, b.mul(padded, d["D"]))
+
+    work = CountedLoop(b, "work", g.begin, g.end, 1)
+    work.enter()
+    per_batch = b.mul(d["H"], d["chunks"])
+    batch, rest = b.sdiv(work.index, per_batch), b.srem(work.index, per_batch)
+    head, chunk = b.sdiv(rest, d["chunks"]), b.srem(rest, d["chunks"])
+    first_row = b.mul(chunk, d["chunk_rows"])
+    chunk_end = b.add(first_row, d["chunk_rows"])
+    rows_end = b.select(b.icmp_signed("<", chunk_end, d["Sq"]), chunk_end, d["Sq"])
+
+    def base(pointer, prefix):
+        return g.at(pointer, b.add(b.mul(batch, d[prefix + "_b"]), b.mul(head, d[prefix + "_h"])))
+
+    q_base, v_base, o_base = base(Q, "q"), base(V, "v"), base(O, "o")
+    _pack_keys(g, base(K, "k"), packed, scale)
+    m_base = base(g.pointer("mask"), "m") if shape.masked else None
+
+    blocks = CountedLoop(b, "rows", first_row, rows_end, shape.mr)
+    blocks.enter()
+    last = b.sub(rows_end, _c(1))
+    rows = [b.select(b.icmp_signed("<", r, rows_end), r, last)
+            for r in (b.add(blocks.index, _c(j)) for j in range(shape.mr))]
+    _scores(g, [g.at(q_base, b.mul(r, d["q_s"])) for r in rows], packed, scores, padded)
+    p_rows = [g.at(scores, b.mul(_c(j), padded)) for j in range(shape.mr)]
+    inverse = []
+    for j, r in enumerate(rows):
+        mask_row = None if m_base is None else g.at(m_base, b.mul(r, d["m_s"]))
+        total = _softmax_row(g, p_rows[j], mask_row)
+        inverse.append(g.splat(b.fdiv(ir.Constant(F32, 1.0), total), F32))
+
+    width = shape.out_vectors * lanes
+    panels = CountedLoop(b, "pv.panel", _c(0), b.sdiv(d["Dv"], _c(width)), 1)
+    panels.enter()
+    column = b.mul(panels.index, _c(width))
+    v_panel = g.at(v_base, column)
+    acc = [[g.zero] * shape.out_vectors for _ in rows]
+    acc, k = _k_loop(g, "pv", _c(0), d["Sk"], shape.unroll, acc, p_rows, v_panel, d["v_s"])
+    if shape.unroll > 1:
+        acc, _ = _k_loop(g, "pv.tail", k, d["Sk"], 1, acc, p_rows, v_panel, d["v_s"])
+    for j, r in enumerate(rows):
+        out = g.at(o_base, b.add(b.mul(r, d["o_s"]), column))
+        for v, value in enumerate(acc[j]):
+            g.store(b.fmul(value, inverse[j]), g.at(out, _c(v * lanes)))
+    panels.leave()
+    blocks.leave()
+    work.leave()
+    b.ret_void()
+    return module
+
+
+__all__ = ["AttentionKernel", "DIMS", "PTRS", "attention_module"]

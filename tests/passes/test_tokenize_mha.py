@@ -1,0 +1,119 @@
+"""TokenizeMHA: an attention block (head split, Q·Kᵀ, scale, mask, Softmax, ·V, head merge) becomes one
+Subgraph of pattern "mha" holding those nodes; blocks whose values are read elsewhere, whose scale follows
+the mask or whose Softmax is not over the keys keep their shape, and results never change."""
+import numpy as np
+import pytest
+
+import snipjit
+from snipjit import parse_graph
+from snipjit.ir.text import print_graph
+from snipjit.ops.interpreter import run_graph_reference
+from snipjit.passes.eliminate_identities import eliminate_identities
+from snipjit.passes.tokenize_mha import tokenize_mha
+
+# BERT's self-attention as exported: projections [2, 5, 8] split into 2 heads of 4
+BERT_STYLE = """graph(q: f32[2,5,8], k: f32[2,5,8], v: f32[2,5,8], mask: f32[2,1,1,5]) -> [y] {
+  const split: i64[4] = [0, 0, 2, 4]
+  const merge: i64[3] = [0, 0, 8]
+  const scale: f32[] = 0.5
+  [qr] = Reshape(q, split)
+  [qh] = Transpose(qr) {perm = [0, 2, 1, 3]}
+  [kr] = Reshape(k, split)
+  [kt] = Transpose(kr) {perm = [0, 2, 3, 1]}
+  [vr] = Reshape(v, split)
+  [vh] = Transpose(vr) {perm = [0, 2, 1, 3]}
+  [s] = MatMul(qh, kt)
+  [ss] = Mul(s, scale)
+  [sm] = Add(ss, mask)
+  [p] = Softmax(sm) {axis = -1}
+  [o] = MatMul(p, vh)
+  [ot] = Transpose(o) {perm = [0, 2, 1, 3]}
+  [y] = Reshape(ot, merge)
+}"""
+
+
+def feeds(graph, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(v.shape).astype(np.float32) for v in graph.inputs]
+
+
+def tokenized(text: str, **options):
+    before = parse_graph(text)
+    after = tokenize_mha(before.copy(), options)
+    after.validate()
+    x = feeds(before)
+    for want, got in zip(run_graph_reference(before, x), run_graph_reference(after, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    return after
+
+
+def test_a_bert_style_block_becomes_one_subgraph_with_its_head_transposes():
+    g = tokenized(BERT_STYLE)
+    assert [n.op for n in g.nodes] == ["Subgraph"]
+    sub = g.nodes[0]
+    assert sub.name == "mha0" and sub.attrs["pattern"] == "mha"
+    assert [v.name for v in sub.inputs] == ["q", "k", "v", "mask"]
+    assert [n.op for n in sub.attrs["body"].nodes] == [
+        "Reshape", "Transpose", "Reshape", "Transpose", "Reshape", "Transpose",
+        "MatMul", "Mul", "Add", "Softmax", "MatMul", "Transpose", "Reshape"]
+    assert 'pattern="mha"' in print_graph(g)
+    assert [n.op for n in parse_graph(print_graph(g)).nodes] == ["Subgraph"]   # the text form round-trips
+
+
+def test_heads_given_directly_a_divided_scale_and_no_mask():
+    g = tokenized("""graph(q: f32[3,7,16], k: f32[3,16,9], v: f32[3,9,8]) -> [y] {
+      const d: f32[] = 4.0
+      [s] = MatMul(q, k)
+      [ss] = Div(s, d)
+      [p] = Softmax(ss) {axis = 2}
+      [y] = MatMul(p, v)
+    }""")
+    body = g.nodes[0].attrs["body"]
+    assert [n.op for n in body.nodes] == ["MatMul", "Div", "Softmax", "MatMul"]
+
+
+def test_a_mask_before_the_scale_a_softmax_over_rows_and_shared_values_stay():
+    scaled_mask = """graph(q: f32[2,4,8], k: f32[2,8,4], v: f32[2,4,8], m: f32[2,4,4]) -> [y] {
+      const c: f32[] = 0.5
+      [s] = MatMul(q, k)
+      [sm] = Add(s, m)
+      [ss] = Mul(sm, c)
+      [p] = Softmax(ss) {axis = -1}
+      [y] = MatMul(p, v)
+    }"""
+    assert [n.op for n in tokenized(scaled_mask).nodes] == ["MatMul", "Add", "Mul", "Softmax", "MatMul"]
+    rows = scaled_mask.replace("[sm] = Add(s, m)\n      [ss] = Mul(sm, c)", "[ss] = Mul(s, c)").replace(
+        "{axis = -1}", "{axis = 1}").replace(", m: f32[2,4,4]", "")
+    assert "Subgraph" not in [n.op for n in tokenized(rows).nodes]
+    read_twice = scaled_mask.replace("-> [y]", "-> [y, p]").replace(
+        "[sm] = Add(s, m)\n      [ss] = Mul(sm, c)", "[ss] = Mul(s, c)").replace(", m: f32[2,4,4]", "")
+    assert "Subgraph" not in [n.op for n in tokenized(read_twice).nodes]   # the probabilities are an output
+
+
+def test_a_transpose_read_elsewhere_stays_outside_the_block():
+    text = BERT_STYLE.replace("-> [y]", "-> [y, kt]")
+    g = tokenized(text)
+    assert [n.op for n in g.nodes] == ["Reshape", "Transpose", "Subgraph"]
+    assert [v.name for v in g.nodes[2].inputs] == ["q", "kt", "v", "mask"]
+
+
+def test_the_option_turns_it_off():
+    assert "Subgraph" not in [n.op for n in tokenized(BERT_STYLE, mha=False).nodes]
+
+
+def test_a_float_cast_after_the_softmax_goes_first():
+    text = BERT_STYLE.replace("[p] = Softmax(sm) {axis = -1}", "[p0] = Softmax(sm) {axis = -1}\n  [p] = Cast(p0) {to = 1}")
+    g = parse_graph(text)
+    g = tokenize_mha(eliminate_identities(g))
+    assert [n.op for n in g.nodes] == ["Subgraph"]
+
+
+@pytest.mark.parametrize("batch", [2, 1])
+def test_compiled_blocks_match_the_unfused_graph(batch):
+    text = BERT_STYLE.replace("f32[2,", f"f32[{batch},")
+    g = parse_graph(text)
+    x = dict(zip([v.name for v in g.inputs], feeds(g, batch)))
+    fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
+    steps = [s for s in fused.plan if "Softmax" in s.ops]
+    assert len(steps) == 1 and steps[0].kind == "snippet" and "MatMul" in steps[0].ops
+    np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)

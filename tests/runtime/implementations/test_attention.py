@@ -1,0 +1,130 @@
+"""The attention kernel against NumPy (float64) at every ISA level this host can execute: head counts,
+head sizes 32/64/80/128, odd sequence lengths, strided (head-split) operands, masks broadcast every way,
+causal and fully masked rows; and compiled attention blocks against the unfused graph, with dynamic
+batch and sequence."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import snipjit
+from snipjit import parse_graph
+from snipjit.runtime.implementations import attention, gemm_launch
+
+pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
+FLT_MIN = float(np.finfo(np.float32).min)
+
+
+def reference(q, kt, v, mask, scale):
+    s = np.matmul(q.astype(np.float64), kt.astype(np.float64)) * scale
+    if mask is not None:
+        s = s + mask
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return np.matmul(p / p.sum(-1, keepdims=True), v.astype(np.float64))
+
+
+def run(q, kt, v, mask, scale, merged=False):
+    """The kernel's result; `merged`: written through the merged-heads layout [b, rows, heads, size]."""
+    b, h, sq, dv = q.shape[0], q.shape[1], q.shape[2], v.shape[3]
+    store = np.full((b, sq, h, dv) if merged else (b, h, sq, dv), np.nan, np.float32)
+    out = store.transpose(0, 2, 1, 3) if merged else store
+    launch = attention.prepare(q, kt, v, out, mask, scale)
+    assert launch is not None
+    launch.run()
+    return out
+
+
+def check(q, kt, v, mask=None, scale=0.125, merged=False):
+    got, want = run(q, kt, v, mask, scale, merged), reference(q, kt, v, mask, scale)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def heads(rng, b, h, s, d):
+    """[b, h, s, d] views of a projection [b, s, h·d], as the head split makes them."""
+    return rng.standard_normal((b, s, h, d), dtype=np.float32).transpose(0, 2, 1, 3)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(b=st.integers(1, 3), h=st.integers(1, 5), sq=st.integers(1, 45), sk=st.integers(1, 70),
+       d=st.sampled_from([32, 64, 80, 128]), masked=st.sampled_from(["none", "keys", "rows", "heads"]),
+       seed=st.integers(0, 2**16))
+def test_odd_shapes_and_masks(level, b, h, sq, sk, d, masked, seed):
+    rng = np.random.default_rng(seed)
+    q, k, v = heads(rng, b, h, sq, d), heads(rng, b, h, sk, d), heads(rng, b, h, sk, d)
+    shape = {"none": None, "keys": (b, 1, 1, sk), "rows": (b, 1, sq, sk), "heads": (1, h, sq, sk)}[masked]
+    mask = None if shape is None else rng.standard_normal(shape, dtype=np.float32) * 3
+    check(q, k.transpose(0, 1, 3, 2), v, mask, d ** -0.5, merged=seed % 2 == 0)
+
+
+@pytest.mark.parametrize("d", [32, 64, 80, 128])
+def test_head_sizes_with_contiguous_heads(level, d):
+    rng = np.random.default_rng(d)
+    q, k, v = (rng.standard_normal((2, 3, 37, d), dtype=np.float32) for _ in range(3))
+    check(q, k.transpose(0, 1, 3, 2), v, scale=1.0)
+    check(q, np.ascontiguousarray(k.transpose(0, 1, 3, 2)), v, scale=0.3, merged=True)   # Kᵀ stored as such
+
+
+def test_causal_and_padding_masks(level):
+    rng = np.random.default_rng(5)
+    b, h, s, d = 2, 4, 23, 64
+    q, k, v = heads(rng, b, h, s, d), heads(rng, b, h, s, d), heads(rng, b, h, s, d)
+    causal = np.triu(np.full((s, s), -np.inf, np.float32), 1)
+    check(q, k.transpose(0, 1, 3, 2), v, causal)
+    padding = np.zeros((b, 1, 1, s), np.float32)
+    padding[1, ..., 17:] = FLT_MIN   # (HF's additive mask: the dtype's minimum)
+    check(q, k.transpose(0, 1, 3, 2), v, np.where(padding < 0, FLT_MIN, np.maximum(causal, FLT_MIN)))
+
+
+def test_fully_masked_rows(level):
+    """Every key masked: a finite minimum gives uniform weights, -inf gives NaN, as the unfused graph."""
+    rng = np.random.default_rng(6)
+    q, k, v = heads(rng, 1, 2, 5, 32), heads(rng, 1, 2, 9, 32), heads(rng, 1, 2, 9, 32)
+    mask = np.zeros((1, 1, 5, 9), np.float32)
+    mask[..., 2, :] = FLT_MIN
+    got = run(q, k.transpose(0, 1, 3, 2), v, mask, 0.2)
+    np.testing.assert_allclose(got[:, :, 2], np.broadcast_to(v.mean(2), got[:, :, 2].shape), rtol=1e-5, atol=1e-6)
+    mask[..., 2, :] = -np.inf
+    got = run(q, k.transpose(0, 1, 3, 2), v, mask, 0.2)
+    assert np.isnan(got[:, :, 2]).all() and not np.isnan(np.delete(got, 2, axis=2)).any()
+
+
+def test_layouts_the_kernel_does_not_take_are_refused():
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((1, 2, 8, 32), dtype=np.float32) for _ in range(3))
+    out = np.empty((1, 2, 8, 32), np.float32)
+    assert attention.prepare(q[..., ::2], k.transpose(0, 1, 3, 2)[..., ::2, :], v[..., ::2], out[..., ::2],
+                             None, 1.0) is None   # strided head size
+    assert attention.prepare(q[..., :20], k.transpose(0, 1, 3, 2)[:, :, :20], v[..., :20], out[..., :20],
+                             None, 1.0) is None   # 20 is not a multiple of the vectors
+
+
+BLOCK = """graph(q: f32[batch,seq,128], k: f32[batch,seq,128], v: f32[batch,seq,128], m: f32[batch,1,1,seq]) -> [y] {
+  const split: i64[4] = [0, 0, 4, 32]
+  const merge: i64[3] = [0, 0, 128]
+  const scale: f32[] = 0.17677669
+  [qr] = Reshape(q, split)
+  [qh] = Transpose(qr) {perm = [0, 2, 1, 3]}
+  [kr] = Reshape(k, split)
+  [kt] = Transpose(kr) {perm = [0, 2, 3, 1]}
+  [vr] = Reshape(v, split)
+  [vh] = Transpose(vr) {perm = [0, 2, 1, 3]}
+  [s] = MatMul(qh, kt)
+  [ss] = Mul(s, scale)
+  [sm] = Add(ss, m)
+  [p] = Softmax(sm) {axis = -1}
+  [o] = MatMul(p, vh)
+  [ot] = Transpose(o) {perm = [0, 2, 1, 3]}
+  [y] = Reshape(ot, merge)
+}"""
+
+
+def test_compiled_blocks_run_the_kernel_for_every_batch_and_sequence(level, monkeypatch):
+    fused, plain = snipjit.compile(parse_graph(BLOCK)), snipjit.compile(parse_graph(BLOCK), mha=False)
+    step = next(s for s in fused.plan if "Softmax" in s.ops)
+    assert step.kind == "snippet" and isinstance(step.kernel, attention.AttentionKernel)
+    monkeypatch.setattr(step.kernel, "reference", None)   # the body's node-by-node run would fail now
+    rng = np.random.default_rng(8)
+    for batch, seq in ((1, 7), (3, 50), (2, 128), (1, 7)):
+        x = {n: rng.standard_normal((batch, seq, 128), dtype=np.float32) for n in "qkv"}
+        x["m"] = np.where(rng.random((batch, 1, 1, seq)) < 0.2, FLT_MIN, 0).astype(np.float32)
+        np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
