@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
-from .gemm import F32, _Builder, _k_loop
+from .gemm import F32, I32, _Builder, _k_loop
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
         "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "chunks", "chunk_rows")
@@ -55,34 +55,80 @@ class AttentionKernel:
                 f"{'' if self.fused else '_mul_add'}{'_mask' if self.masked else ''}")
 
     def scratch_floats(self, sk: int, d: int) -> int:
-        """Floats of scratchpad one thread needs: packed Kᵀ, then the block of scores."""
+        """Floats of scratchpad one thread needs: packed Kᵀ, the block of scores, each row's maximum."""
         padded = -(-sk // self.nr) * self.nr
-        return padded * d + self.mr * padded
+        return padded * d + self.mr * padded + self.mr * self.lanes
+
+
+def _transposed(g: _Builder, rows: list) -> list:
+    """The lanes × lanes block `rows` transposed: one exchange stage per bit of the lane index (in stage w,
+    rows r and r^w swap the lanes whose bit w differs from r's), log2(lanes) · lanes shuffles."""
+    b, lanes, w = g.b, g.shape.lanes, 1
+    while w < lanes:
+        swapped = []
+        for r, row in enumerate(rows):
+            keep = r & w
+            picks = [c if (c & w) == keep else lanes + (c ^ w) for c in range(lanes)]
+            swapped.append(b.shuffle_vector(row, rows[r ^ w], ir.Constant(ir.VectorType(I32, lanes), picks)))
+        rows, w = swapped, w * 2
+    return rows
 
 
 def _pack_keys(g: _Builder, k_base, packed, scale) -> None:
-    """Kᵀ·scale into `packed`: key j, depth t at (j // NR)·D·NR + t·NR + j % NR; zeros for keys past Sk."""
-    b, d, nr = g.b, g.d, g.shape.nr
+    """Kᵀ·scale into `packed`: key j, depth t at (j // NR)·D·NR + t·NR + j % NR; zeros for keys past Sk.
+    Keys with contiguous depths are moved as lanes × lanes blocks transposed in registers; the last keys
+    (and any other layout) one element at a time."""
+    b, d, nr, lanes = g.b, g.d, g.shape.nr, g.shape.lanes
+    panel_floats = b.mul(d["D"], _c(nr))
+
+    def spot(j, t):   # where key j, depth t goes
+        return g.at(packed, b.add(b.add(b.mul(b.sdiv(j, _c(nr)), panel_floats), b.srem(j, _c(nr))), b.mul(t, _c(nr))))
+
+    blocked = b.and_(b.icmp_signed("==", d["k_d"], _c(1)), b.icmp_signed("==", b.srem(d["D"], _c(lanes)), _c(0)))
+    whole = b.mul(b.sdiv(d["Sk"], _c(lanes)), _c(lanes))
+
+    def by_blocks():
+        factor = g.splat(scale, F32)
+        keys = CountedLoop(b, "pack.keys", _c(0), whole, lanes)
+        keys.enter()
+        depths = CountedLoop(b, "pack.depths", _c(0), d["D"], lanes)
+        depths.enter()
+        source = g.at(k_base, b.add(b.mul(keys.index, d["k_s"]), depths.index))
+        rows = [b.fmul(g.load(g.at(source, b.mul(_c(i), d["k_s"]))), factor) for i in range(lanes)]
+        for i, column in enumerate(_transposed(g, rows)):
+            g.store(column, spot(keys.index, b.add(depths.index, _c(i))))
+        depths.leave()
+        keys.leave()
+        return [whole]
+
+    first = g.branches(blocked, by_blocks, lambda: [_c(0)])[0]
     padded = b.mul(b.sdiv(b.add(d["Sk"], _c(nr - 1)), _c(nr)), _c(nr))
-    keys = CountedLoop(b, "pack.key", _c(0), padded, 1)
+    keys = CountedLoop(b, "pack.key", first, padded, 1)
     keys.enter()
     j = keys.index
-    column = g.at(packed, b.add(b.mul(b.sdiv(j, _c(nr)), b.mul(d["D"], _c(nr))), b.srem(j, _c(nr))))
     inside = b.icmp_signed("<", j, d["Sk"])
     source = g.at(k_base, b.mul(b.select(inside, j, _c(0)), d["k_s"]))
-    zero = ir.Constant(F32, 0.0)
     depth = CountedLoop(b, "pack.depth", _c(0), d["D"], 1)
     depth.enter()
     t = depth.index
     value = b.fmul(b.load(g.at(source, b.mul(t, d["k_d"])), typ=F32), scale)
-    b.store(b.select(inside, value, zero), g.at(column, b.mul(t, _c(nr))))
+    b.store(b.select(inside, value, ir.Constant(F32, 0.0)), spot(j, t))
     depth.leave()
     keys.leave()
 
 
-def _scores(g: _Builder, q_rows, packed, scores, padded) -> None:
-    """The scores block [mr, padded] = Q rows · packed Kᵀ, one NR-key panel at a time."""
-    b, d, shape = g.b, g.d, g.shape
+def _maximum(g: _Builder, x, y):
+    return g.b.select(g.b.fcmp_ordered(">", y, x), y, x)
+
+
+def _scores(g: _Builder, q_rows, mask_rows, packed, scores, padded, maxima) -> None:
+    """The scores block [mr, padded] = Q rows · packed Kᵀ (+ the mask rows), one NR-key panel at a time;
+    keys past Sk score -inf. Each row's running maximum (a vector) is kept at `maxima`."""
+    b, d, shape, lanes = g.b, g.d, g.shape, g.shape.lanes
+    minus_inf = g.splat(ir.Constant(F32, float("-inf")), F32)
+    for j in range(len(q_rows)):
+        g.store(minus_inf, g.at(maxima, _c(j * lanes)))
+    lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
     panels = CountedLoop(b, "qk.panel", _c(0), b.sdiv(padded, _c(shape.nr)), 1)
     panels.enter()
     panel = g.at(packed, b.mul(panels.index, b.mul(d["D"], _c(shape.nr))))
@@ -91,10 +137,18 @@ def _scores(g: _Builder, q_rows, packed, scores, padded) -> None:
     if shape.unroll > 1:
         acc, _ = _k_loop(g, "qk.tail", k, d["D"], 1, acc, q_rows, panel, _c(shape.nr))
     column = b.mul(panels.index, _c(shape.nr))
+    inside = [b.icmp_signed("<", lane_ids, g.splat(b.sub(d["Sk"], b.add(column, _c(v * lanes))), I64))
+              for v in range(shape.score_vectors)]
     for j, row in enumerate(acc):
         out = g.at(scores, b.add(b.mul(_c(j), padded), column))
+        largest = g.load(g.at(maxima, _c(j * lanes)))
         for v, value in enumerate(row):
-            g.store(value, g.at(out, _c(v * shape.lanes)))
+            if mask_rows is not None:   # (a masked load: the mask row may end inside this vector)
+                value = b.fadd(value, g.load(g.at(mask_rows[j], b.add(column, _c(v * lanes))), inside[v]))
+            value = b.select(inside[v], value, minus_inf)
+            g.store(value, g.at(out, _c(v * lanes)))
+            largest = _maximum(g, largest, value)
+        g.store(largest, g.at(maxima, _c(j * lanes)))
     panels.leave()
 
 
@@ -104,40 +158,24 @@ def _tree(g: _Builder, vector, combine):
     b, width = g.b, g.shape.lanes
     while width > 1:
         width //= 2
-        upper = b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(ir.IntType(32), g.shape.lanes),
+        upper = b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(I32, g.shape.lanes),
                                                              [width + i if i < width else i for i in range(g.shape.lanes)]))
         vector = combine(vector, upper)
-    return b.extract_element(vector, ir.Constant(ir.IntType(32), 0))
+    return b.extract_element(vector, ir.Constant(I32, 0))
 
 
-def _softmax_row(g: _Builder, row, mask_row):
-    """exp(row + mask - max) over the row's Sk scores, in place (later lanes of the last vector: 0);
-    returns the sum."""
+def _softmax_row(g: _Builder, row, largest):
+    """exp(score - max) over the row's scores, in place (keys past Sk: 0); returns the sum."""
     b, d, lanes = g.b, g.d, g.shape.lanes
     vectors = b.sdiv(b.add(d["Sk"], _c(lanes - 1)), _c(lanes))
-    lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    minus_inf = g.splat(ir.Constant(F32, float("-inf")), F32)
-
-    first = CountedLoop(b, "softmax.max", _c(0), vectors, 1)
-    largest = first.phi(g.vec, minus_inf)
-    first.enter()
-    at = b.mul(first.index, _c(lanes))
-    inside = b.icmp_signed("<", lane_ids, g.splat(b.sub(d["Sk"], at), I64))
-    x = g.load(g.at(row, at))
-    if mask_row is not None:   # (a masked load: the mask row may end inside this vector)
-        x = b.fadd(x, g.load(g.at(mask_row, at), inside))
-    x = b.select(inside, x, minus_inf)
-    g.store(x, g.at(row, at))
-    first.leave([(largest, b.select(b.fcmp_ordered(">", x, largest), x, largest))])
-    top = g.splat(_tree(g, largest, lambda x, y: b.select(b.fcmp_ordered(">", y, x), y, x)), F32)
-
-    second = CountedLoop(b, "softmax.exp", _c(0), vectors, 1)
-    total = second.phi(g.vec, g.zero)
-    second.enter()
-    at = b.mul(second.index, _c(lanes))
+    top = g.splat(_tree(g, largest, lambda x, y: _maximum(g, x, y)), F32)
+    loop = CountedLoop(b, "softmax.exp", _c(0), vectors, 1)
+    total = loop.phi(g.vec, g.zero)
+    loop.enter()
+    at = b.mul(loop.index, _c(lanes))
     e = vmath.emit(b, "exp", b.fsub(g.load(g.at(row, at)), top), fused_multiply_add=g.shape.fused)
     g.store(e, g.at(row, at))
-    second.leave([(total, b.fadd(total, e))])
+    loop.leave([(total, b.fadd(total, e))])
     return _tree(g, total, b.fadd)
 
 
@@ -151,6 +189,7 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     padded = b.mul(b.sdiv(b.add(d["Sk"], _c(shape.nr - 1)), _c(shape.nr)), _c(shape.nr))
     packed = g.scratch
     scores = g.at(g.scratch, b.mul(padded, d["D"]))
+    maxima = g.at(scores, b.mul(padded, _c(shape.mr)))
 
     work = CountedLoop(b, "work", g.begin, g.end, 1)
     work.enter()
@@ -173,13 +212,13 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     last = b.sub(rows_end, _c(1))
     rows = [b.select(b.icmp_signed("<", r, rows_end), r, last)
             for r in (b.add(blocks.index, _c(j)) for j in range(shape.mr))]
-    _scores(g, [g.at(q_base, b.mul(r, d["q_s"])) for r in rows], packed, scores, padded)
+    mask_rows = None if m_base is None else [g.at(m_base, b.mul(r, d["m_s"])) for r in rows]
+    _scores(g, [g.at(q_base, b.mul(r, d["q_s"])) for r in rows], mask_rows, packed, scores, padded, maxima)
     p_rows = [g.at(scores, b.mul(_c(j), padded)) for j in range(shape.mr)]
     inverse = []
-    for j, r in enumerate(rows):
-        mask_row = None if m_base is None else g.at(m_base, b.mul(r, d["m_s"]))
-        total = _softmax_row(g, p_rows[j], mask_row)
-        inverse.append(g.splat(b.fdiv(ir.Constant(F32, 1.0), total), F32))
+    for j in range(shape.mr):
+        total = _softmax_row(g, p_rows[j], g.load(g.at(maxima, _c(j * lanes))))
+        inverse.append(b.fdiv(ir.Constant(F32, 1.0), total))
 
     width = shape.out_vectors * lanes
     panels = CountedLoop(b, "pv.panel", _c(0), b.sdiv(d["Dv"], _c(width)), 1)
@@ -193,7 +232,7 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     for j, r in enumerate(rows):
         out = g.at(o_base, b.add(b.mul(r, d["o_s"]), column))
         for v, value in enumerate(acc[j]):
-            g.store(b.fmul(value, inverse[j]), g.at(out, _c(v * lanes)))
+            g.store(b.fmul(value, g.splat(inverse[j], F32)), g.at(out, _c(v * lanes)))
     panels.leave()
     blocks.leave()
     work.leave()
