@@ -93,7 +93,7 @@ def _gated(x, gate):
     return np.where(gate == 0, np.copysign(np.zeros_like(x), x), x * gate)
 
 
-def _gelu(x, approximate):
+def gelu(x, approximate):
     if approximate == "tanh":   # 0.5 (1 + tanh z) as 1 / (1 + e^-2z): the tail below -9 does not round to 0
         z = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
         with np.errstate(over="ignore"):
@@ -119,7 +119,7 @@ unary("Sigmoid", lambda x: 1 / (1 + np.exp(-x)), dtypes=FLOATS)
 unary("Softplus", _softplus, dtypes=FLOATS)
 unary("Softsign", lambda x: x / (1 + np.abs(x)), dtypes=FLOATS)
 unary("Mish", lambda x: _gated(x, np.tanh(_softplus(x))), dtypes=FLOATS)
-unary("Gelu", _gelu, attrs={"approximate": "none"}, dtypes=FLOATS,
+unary("Gelu", gelu, attrs={"approximate": "none"}, dtypes=FLOATS,
       check=one_of("approximate", ("none", "tanh")))
 unary("ThresholdedRelu", lambda x, alpha: np.where(x > alpha, x, 0), attrs={"alpha": 1.0}, dtypes=FLOATS)
 unary("Shrink", lambda x, bias, lambd: np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)),

@@ -61,7 +61,7 @@ class EpilogueStep:
 # The epilogue a heavy op's implementation applies, in order; each step is optional.
 EPILOGUE: tuple[EpilogueStep, ...] = (
     EpilogueStep("bias", frozenset({"Add"}), is_bias),
-    EpilogueStep("activation", frozenset({"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu"}), is_activation_of),
+    EpilogueStep("activation", frozenset({"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "Gelu"}), is_activation_of),
 )
 
 

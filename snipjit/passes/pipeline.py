@@ -11,6 +11,7 @@ from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .float_integer_products import float_integer_products
 from .decompose_fake_quantize import decompose_fake_quantize
+from .fuse_gelu import fuse_gelu
 from .fuse_pad_into_conv import fuse_pad_into_conv
 from ..ops.infer_shapes import infer_shapes
 from .mark_skipped import mark_skipped_by_plugin
@@ -44,7 +45,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
                    GraphPass("FoldConstants", fold_constants),   # again: what PostponeBroadcast moved
                    GraphPass("SplitRuntimeConstants", split_runtime_constants_pass)]
     if options.get("fuse", True):
-        passes += [GraphPass("DecomposeFakeQuantize", decompose_fake_quantize),
+        passes += [GraphPass("FuseGelu", fuse_gelu),
+                   GraphPass("DecomposeFakeQuantize", decompose_fake_quantize),
                    GraphPass("FloatIntegerProducts", float_integer_products)]
     passes.append(GraphPass("FusePadIntoConv", fuse_pad_into_conv))
     if options.get("channels_last", True):

@@ -3,13 +3,15 @@ elementwise tokenizer runs, so that the scores never reach memory (see `targets.
 
 The pattern, from the Softmax outwards:
 
+    [Split of a fused QKV projection]
     Q: [Reshape] [Transpose]...   Kᵀ: [Reshape] [Transpose]...   V: [Reshape] [Transpose]...
     S = MatMul(Q, Kᵀ) -> [Mul | Div by a scalar constant]... -> [Add mask] -> Softmax(last axis)
     O = MatMul(S, V) -> [Transpose] [Reshape]
 
 Q, Kᵀ and V are rank 3 or 4 ([batch,] heads, rows, head size); the mask broadcasts to the scores. The
 movement ops that split the heads off a projection and merge them back are absorbed when nothing else
-reads their results: the kernel reads through their strides instead of copying. Every absorbed value
+reads their results, and so is a Split giving Q, K and V (GPT-2's): the kernel reads through their
+strides instead of copying. Every absorbed value
 but the block's result must be used only inside the block. The body keeps the original nodes, so the
 block also runs node by node (the reference kernel) wherever the kernel does not take the layouts.
 
@@ -48,6 +50,7 @@ class MHAMatch:
     mask: Value | None = None
     between: list[Node] = field(default_factory=list)   # the scale and mask nodes, in order
     out_views: list[Node] = field(default_factory=list)
+    split: Node | None = None   # the Split giving q, k and v
 
     @property
     def output(self) -> Value:
@@ -55,13 +58,14 @@ class MHAMatch:
 
     @property
     def nodes(self) -> list[Node]:
-        return (self.q_views + self.k_views + self.v_views + [self.scores] + self.between + [self.softmax, self.context]
-                + self.out_views)
+        return ([self.split] if self.split else []) + self.q_views + self.k_views + self.v_views + [self.scores] \
+            + self.between + [self.softmax, self.context] + self.out_views
 
     @property
     def inputs(self) -> list[Value]:
         """The block's inputs, each once: the operands' sources, then the mask."""
-        found = [self.q, self.k, self.v] + ([self.mask] if self.mask is not None else [])
+        found = [self.split.inputs[0]] if self.split else [self.q, self.k, self.v]
+        found += [self.mask] if self.mask is not None else []
         return list(dict.fromkeys(found))
 
 
@@ -91,6 +95,17 @@ def _views_before(value: Value, uses: dict, outputs: set) -> tuple[Value, list[N
 
 def _used_once(value: Value, uses: dict, outputs: set) -> bool:
     return value not in outputs and len(uses.get(value, ())) == 1
+
+
+def _shared_split(q: Value, k: Value, v: Value, uses: dict, outputs: set) -> Node | None:
+    """The Split (into constant sizes) whose three outputs are q, k and v, read nowhere else."""
+    split = q.producer
+    if split is None or split.op != "Split" or split.domain or k.producer is not split or v.producer is not split:
+        return None
+    sizes = split.inputs[1] if len(split.inputs) > 1 else None
+    if len({q, k, v}) != 3 or set(split.outputs) != {q, k, v} or (sizes is not None and not sizes.is_constant):
+        return None
+    return split if all(_used_once(o, uses, outputs) for o in split.outputs) else None
 
 
 def _rank_ok(value: Value) -> bool:
@@ -163,7 +178,11 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
         result = after.outputs[0]
     if mask is not None and mask in {o for n in q_views + k_views + v_views for o in n.outputs}:
         return None
-    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, scale, mask, between, out_views)
+    split = _shared_split(q, k, v, uses, outputs)
+    if split is not None and mask is not None and mask.producer is split:
+        return None
+    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, scale, mask, between, out_views,
+                    split)
 
 
 def tokenize_mha(graph: Graph, options: dict | None = None) -> Graph:

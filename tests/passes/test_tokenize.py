@@ -280,7 +280,8 @@ def test_random_graphs_tokenize_legally_and_compute_the_same(case, registers, fu
     g = tokenizer.run()
     assert_same_results(original, g)
     for cluster in set(tokenizer.cluster_of.values()):  # the grown boundaries match a fresh count
-        assert cluster.boundary.peak == max_live_values(make_body(cluster.boundary.inputs, cluster.boundary.outputs, cluster.boundary.nodes, "check"))
+        b = cluster.boundary
+        assert b.peak == max_live_values(make_body(b.inputs, b.outputs, b.nodes, "check"))
     graph_outputs = set(g.outputs)
     for n in g.nodes:
         if n.op != "Subgraph":

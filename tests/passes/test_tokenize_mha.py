@@ -102,7 +102,8 @@ def test_the_option_turns_it_off():
 
 
 def test_a_float_cast_after_the_softmax_goes_first():
-    text = BERT_STYLE.replace("[p] = Softmax(sm) {axis = -1}", "[p0] = Softmax(sm) {axis = -1}\n  [p] = Cast(p0) {to = 1}")
+    text = BERT_STYLE.replace("[p] = Softmax(sm) {axis = -1}",
+                              "[p0] = Softmax(sm) {axis = -1}\n  [p] = Cast(p0) {to = 1}")
     g = parse_graph(text)
     g = tokenize_mha(eliminate_identities(g))
     assert [n.op for n in g.nodes] == ["Subgraph"]
@@ -117,3 +118,33 @@ def test_compiled_blocks_match_the_unfused_graph(batch):
     steps = [s for s in fused.plan if "Softmax" in s.ops]
     assert len(steps) == 1 and steps[0].kind == "snippet" and "MatMul" in steps[0].ops
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
+
+
+FUSED_QKV = """graph(x: f32[2,5,24], mask: f32[2,1,5,5]) -> [y] {
+  const sizes: i64[3] = [8, 8, 8]
+  const split: i64[4] = [0, 0, 2, 4]
+  const merge: i64[3] = [0, 0, 8]
+  const scale: f32[] = 0.5
+  [q, k, v] = Split(x, sizes) {axis = 2}
+  [qr] = Reshape(q, split)
+  [qh] = Transpose(qr) {perm = [0, 2, 1, 3]}
+  [kr] = Reshape(k, split)
+  [kt] = Transpose(kr) {perm = [0, 2, 3, 1]}
+  [vr] = Reshape(v, split)
+  [vh] = Transpose(vr) {perm = [0, 2, 1, 3]}
+  [s] = MatMul(qh, kt)
+  [ss] = Mul(s, scale)
+  [sm] = Add(ss, mask)
+  [p] = Softmax(sm) {axis = -1}
+  [o] = MatMul(p, vh)
+  [ot] = Transpose(o) {perm = [0, 2, 1, 3]}
+  [y] = Reshape(ot, merge)
+}"""
+
+
+def test_the_split_of_a_fused_projection_is_taken_in_when_only_the_block_reads_it():
+    g = tokenized(FUSED_QKV)
+    assert [n.op for n in g.nodes] == ["Subgraph"] and [v.name for v in g.nodes[0].inputs] == ["x", "mask"]
+    assert g.nodes[0].attrs["body"].nodes[0].op == "Split"
+    shared = tokenized(FUSED_QKV.replace("-> [y]", "-> [y, v]"))
+    assert [n.op for n in shared.nodes] == ["Split", "Subgraph"]

@@ -67,6 +67,21 @@ def _apply(a: np.ndarray, views: Sequence[Node]) -> np.ndarray:
     return a
 
 
+def _split(a: np.ndarray, node: Node) -> dict[int, np.ndarray]:
+    """A Split's outputs (by value id) as views of its input."""
+    axis = node.attrs.get("axis", 0) % a.ndim
+    sizes = node.inputs[1] if len(node.inputs) > 1 else None
+    if sizes is not None:
+        sizes = [int(x) for x in sizes.data.reshape(-1)]
+    else:   # equal parts, the last one smaller
+        part = -(-a.shape[axis] // len(node.outputs))
+        sizes = [min(part, a.shape[axis] - i * part) for i in range(len(node.outputs))]
+    if sum(sizes) != a.shape[axis] or min(sizes) < 0:
+        raise ValueError(f"cannot split {a.shape[axis]} into {sizes}")
+    bounds = np.cumsum([0] + sizes)
+    return {id(o): a[(slice(None),) * axis + (slice(lo, hi),)] for o, lo, hi in zip(node.outputs, bounds, bounds[1:])}
+
+
 def _as_4d(a: np.ndarray) -> np.ndarray:
     return a[None] if a.ndim == 3 else a
 
@@ -202,7 +217,9 @@ class AttentionKernel(Kernel):
     def _operands(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
         """Q, Kᵀ and V as 4-D views, and the shape of the second product's result (ValueError: no views)."""
         m = self.block
-        q, kt, v = (_as_4d(_apply(inputs[self.slot[id(x)]], views))
+        sources = (_split(inputs[self.slot[id(m.split.inputs[0])]], m.split) if m.split else
+                   {id(x): inputs[self.slot[id(x)]] for x in (m.q, m.k, m.v)})
+        q, kt, v = (_as_4d(_apply(sources[id(x)], views))
                     for x, views in ((m.q, m.q_views), (m.k, m.k_views), (m.v, m.v_views)))
         batch = np.broadcast_shapes(q.shape[:2], kt.shape[:2], v.shape[:2])
         rank = len(m.context.outputs[0].type.shape)

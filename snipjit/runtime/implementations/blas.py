@@ -20,6 +20,7 @@ import numpy as np
 from ...ir.dtypes import f32
 from ...ir.graph import Node
 from ...ops import get_op
+from ...ops.elementwise import gelu
 from ...ops.windows import conv_output, im2col, window_from_attrs
 from . import gemm_launch, held_weights
 from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel
@@ -35,6 +36,13 @@ EPILOGUES: dict[str, Callable[[np.ndarray, np.ndarray | None, dict], None]] = {
     "LeakyRelu": lambda y, b, a: np.copyto(y, np.where(y < 0, y * np.float32(a["alpha"]), y)),
     "Sigmoid": lambda y, b, a: np.copyto(y, 1 / (1 + np.exp(-y))),
     "Tanh": lambda y, b, a: np.tanh(y, out=y),
+    "Gelu": lambda y, b, a: np.copyto(y, gelu(y, a["approximate"])),
+}
+# epilogue op -> the math-library function the GEMM kernel applies before its store instead
+NATIVE_ACTIVATIONS: dict[str, Callable[[dict], str]] = {
+    "Gelu": lambda a: "gelu_tanh" if a["approximate"] == "tanh" else "gelu_erf",
+    "Sigmoid": lambda a: "sigmoid",
+    "Tanh": lambda a: "tanh",
 }
 
 
@@ -72,7 +80,8 @@ class BlasKernel(Kernel):
         elif self.node.op == "Gemm":
             n = self.packed.n if self.packed is not None else b.shape[0] if self.attrs["transB"] else b.shape[1]
             y = np.empty((a.shape[1] if self.attrs["transA"] else a.shape[0], n), np.float32)
-            self._gemm(inputs, y)
+            self._apply_epilogue(y, self._gemm(inputs, y))
+            return [y]
         else:
             y = np.ascontiguousarray(self.reference(inputs)[0])
         self._apply_epilogue(y)
@@ -94,10 +103,12 @@ class BlasKernel(Kernel):
         def prepare(arrays: list):
             (a, b), y = arrays[:-1], arrays[-1]
             bias = self._bias(y.shape[-1])
-            launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias, True)  # repeats
+            activation = self._activation(int(bias is not None))
+            launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias, True,  # repeats
+                                         activation)
             if launch is None:
                 return None
-            fused = int(bias is not None)
+            fused = int(bias is not None) + int(bool(activation))
             if fused == len(self.epilogue):   # the kernel does all of it
                 return lambda arrays: launch.run()
 
@@ -112,6 +123,14 @@ class BlasKernel(Kernel):
     def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
         for op, b, attrs in self.epilogue[start:]:
             EPILOGUES[op](y, b, attrs)
+
+    def _activation(self, start: int) -> str:
+        """The math-library function the GEMM kernel applies for the epilogue step at `start`, when that is
+        the last step and the kernel has one for it ("" otherwise)."""
+        if len(self.epilogue) != start + 1 or self.epilogue[start][0] not in NATIVE_ACTIVATIONS:
+            return ""
+        op, _, attrs = self.epilogue[start]
+        return NATIVE_ACTIVATIONS[op](attrs)
 
     def _bias(self, n: int) -> np.ndarray | None:
         """The first epilogue as a bias the GEMM kernel adds: an Add of one value per output column."""
@@ -142,13 +161,13 @@ class BlasKernel(Kernel):
         return HeldWeight(self.packed, transposed=self.node.op == "Gemm" and bool(self.attrs["transB"]))
 
     def _product(self, a: np.ndarray, b: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
-                 packed: gemm_launch.PackedB | None = None) -> bool:
-        """y = a @ b (+ bias), with `packed` standing for b when given (b is then not read); whether the
-        bias was added."""
-        if self.native and gemm_launch.matmul(a, packed if packed is not None else b, y, bias):
-            return bias is not None
+                 packed: gemm_launch.PackedB | None = None, activation: str = "") -> int:
+        """y = activation(a @ b (+ bias)), with `packed` standing for b when given (b is then not read); how
+        many of the two (bias, activation) the product applied."""
+        if self.native and gemm_launch.matmul(a, packed if packed is not None else b, y, bias, activation):
+            return int(bias is not None) + int(bool(activation))
         parallel_matmul(a, b if packed is None else packed.unpack(), y)
-        return False
+        return 0
 
     def _matmul(self, inputs, y) -> int:
         a, b = inputs
@@ -158,7 +177,8 @@ class BlasKernel(Kernel):
         if a.ndim < 2 or b.ndim < 2:
             np.copyto(y, np.matmul(a, b))
             return 0
-        return int(self._product(a, b, y, self._bias(y.shape[-1]), self.packed))
+        bias = self._bias(y.shape[-1])
+        return self._product(a, b, y, bias, self.packed, self._activation(int(bias is not None)))
 
     def _gemm(self, inputs, y) -> int:
         a, b = inputs[0], inputs[1]
@@ -168,13 +188,17 @@ class BlasKernel(Kernel):
         alpha, beta = self.attrs["alpha"], self.attrs["beta"]
         bias = c if (c is not None and alpha == 1.0 and beta == 1.0 and c.dtype == np.float32
                      and c.ndim <= 1 and c.size == y.shape[-1]) else None
-        if self._product(a, b, y, None if bias is None else np.ascontiguousarray(bias.reshape(-1)), self.packed):
+        plain = alpha == 1.0 and (c is None or bias is not None)   # (then the kernel may apply the activation too)
+        activation = self._activation(0) if plain else ""
+        applied = self._product(a, b, y, None if bias is None else np.ascontiguousarray(bias.reshape(-1)),
+                                self.packed, activation)
+        if applied > int(bool(activation)):
             c = None
         if alpha != 1.0:
             y *= np.float32(alpha)
         if c is not None:
             y += c if beta == 1.0 else c * np.float32(beta)
-        return 0
+        return int(bool(activation)) if applied else 0
 
     def _conv(self, inputs, y) -> int:
         x, w = inputs[0], inputs[1]

@@ -13,8 +13,12 @@ from .blas import BLAS
 from .channels_last import NHWC
 from .snippet import SNIPPET
 
+def is_attention_block(node: Node, options: dict) -> bool:
+    return node.op == "Subgraph" and node.attrs.get("pattern") == "mha"
+
+
 # an attention block (a Subgraph of pattern "mha") is a snippet step of its own kernel
-ATTENTION = Implementation("snippet", lambda node, options: node.op == "Subgraph" and node.attrs.get("pattern") == "mha",
+ATTENTION = Implementation("snippet", is_attention_block,
                            build_attention)
 IMPLEMENTATIONS: tuple[Implementation, ...] = (ATTENTION, SNIPPET, NHWC, BLAS, REFERENCE)
 

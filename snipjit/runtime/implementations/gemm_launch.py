@@ -220,12 +220,14 @@ class GemmLaunch:
         self._run()
 
 
-def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None) -> bool:
-    """out = a @ b (+ bias along the last axis), NumPy semantics; False when the layout is not taken."""
-    if _takes(a, b, out, bias) and (out.size == 0 or a.shape[-1] == 0):
+def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None,
+           activation: str = "") -> bool:
+    """out = activation(a @ b (+ bias along the last axis)), NumPy semantics; False when the layout is not
+    taken. `activation`: a math-library function the kernel applies before it stores."""
+    if not activation and _takes(a, b, out, bias) and (out.size == 0 or a.shape[-1] == 0):
         out[...] = 0 if bias is None else bias   # (empty arrays have zero strides: no layout to check)
         return True
-    launch = prepare(a, b, out, bias)
+    launch = prepare(a, b, out, bias, activation=activation)
     if launch is None:
         return False
     launch.run()
@@ -242,9 +244,9 @@ def _takes(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nda
 
 
 def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None,
-            repeats: bool = False) -> GemmLaunch | None:
-    """The launch computing out = a @ b (+ bias), or None when the kernel does not take these layouts
-    (or a product is empty); `repeats`: it will be run again and again (see `GemmLaunch`)."""
+            repeats: bool = False, activation: str = "") -> GemmLaunch | None:
+    """The launch computing out = activation(a @ b (+ bias)), or None when the kernel does not take these
+    layouts (or a product is empty); `repeats`: it will be run again and again (see `GemmLaunch`)."""
     packed = b if isinstance(b, PackedB) else None
     operand = b.data if packed is not None else b
     if not _takes(a, b, out, bias) or out.size == 0 or a.shape[-1] == 0:
@@ -255,6 +257,8 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
     if packed is None and (b.strides[-1] != b.itemsize or (b.ndim > 2 and not b.flags.c_contiguous)):
         return None
     kernel = packed.kernel if packed is not None else choose_kernel(n, k)
+    if activation:
+        kernel = kernel.for_products(activation)
     if packed is not None:
         ldb, panel_stride = kernel.nr, k * kernel.nr
     else:

@@ -155,11 +155,12 @@ def _scores(g: _Builder, q_rows, mask_rows, packed, scores, padded, maxima) -> N
 def _tree(g: _Builder, vector, combine):
     """All lanes of `vector` combined pairwise in log2(lanes) steps (an ordered reduction would chain
     `lanes` dependent additions per row); lane 0 of the result."""
-    b, width = g.b, g.shape.lanes
+    b, lanes = g.b, g.shape.lanes
+    width = lanes
     while width > 1:
         width //= 2
-        upper = b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(I32, g.shape.lanes),
-                                                             [width + i if i < width else i for i in range(g.shape.lanes)]))
+        picks = [width + i if i < width else i for i in range(lanes)]
+        upper = b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(I32, lanes), picks))
         vector = combine(vector, upper)
     return b.extract_element(vector, ir.Constant(I32, 0))
 

@@ -128,3 +128,17 @@ def test_compiled_blocks_run_the_kernel_for_every_batch_and_sequence(level, monk
         x = {n: rng.standard_normal((batch, seq, 128), dtype=np.float32) for n in "qkv"}
         x["m"] = np.where(rng.random((batch, 1, 1, seq)) < 0.2, FLT_MIN, 0).astype(np.float32)
         np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_fused_projection_split_into_q_k_and_v_is_read_in_place(level, monkeypatch):
+    text = BLOCK.replace("q: f32[batch,seq,128], k: f32[batch,seq,128], v: f32[batch,seq,128]", "x: f32[batch,seq,384]")
+    text = text.replace("  [qr] = Reshape(q, split)",
+                        "  [q, k, v] = Split(x, sizes) {axis = -1}\n  [qr] = Reshape(q, split)")
+    text = text.replace("  const scale:", "  const sizes: i64[3] = [128, 128, 128]\n  const scale:")
+    fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
+    step = next(s for s in fused.plan if "Softmax" in s.ops)
+    assert step.ops[0] == "Split" and isinstance(step.kernel, attention.AttentionKernel)
+    monkeypatch.setattr(step.kernel, "reference", None)
+    rng = np.random.default_rng(9)
+    x = {"x": rng.standard_normal((2, 33, 384), dtype=np.float32), "m": np.zeros((2, 1, 1, 33), np.float32)}
+    np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)

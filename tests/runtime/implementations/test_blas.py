@@ -179,7 +179,7 @@ def test_generated_gemm_and_numpy_blas_agree(op, inputs, consts, attrs, monkeypa
         pytest.skip("no LLVM JIT")
     calls = []
     real = gemm_launch.prepare
-    monkeypatch.setattr(gemm_launch, "prepare", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(gemm_launch, "prepare", lambda *a, **k: calls.append(1) or real(*a, **k))
     graph = build(op, inputs, consts, **attrs)
     native = snipjit.compile(graph, channels_last=False, fuse=False, fold=False).run(inputs)[0]
     assert calls, "the generated GEMM kernel was not tried"
@@ -229,7 +229,7 @@ def test_matmul_launch_is_prepared_once_while_its_arrays_stay(monkeypatch):
         pytest.skip("no LLVM JIT")
     prepared = []
     real = gemm_launch.prepare
-    monkeypatch.setattr(gemm_launch, "prepare", lambda *a: prepared.append(1) or real(*a))
+    monkeypatch.setattr(gemm_launch, "prepare", lambda *a, **k: prepared.append(1) or real(*a, **k))
     w, bias = randn(96, 80), randn(80)
     b = GraphBuilder()
     x = b.input("x", "f32", [64, 96])
