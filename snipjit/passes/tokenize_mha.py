@@ -5,10 +5,12 @@ The pattern, from the Softmax outwards:
 
     [Split of a fused QKV projection]
     Q: [Reshape] [Transpose]...   Kᵀ: [Reshape] [Transpose]...   V: [Reshape] [Transpose]...
-    S = MatMul(Q, Kᵀ) -> [Mul | Div by a scalar constant]... -> [Add mask] -> Softmax(last axis)
+    S = MatMul(Q, Kᵀ) -> [Mul | Div by a scalar]... -> [Add mask] [Where(keep, S, fill)] -> Softmax(last axis)
     O = MatMul(S, V) -> [Transpose] [Reshape]
 
-Q, Kᵀ and V are rank 3 or 4 ([batch,] heads, rows, head size); the mask broadcasts to the scores. The
+(the Add and the Where in either order; the Where may also read Where(keep, fill, S)). Q, Kᵀ and V are
+rank 3 or 4 ([batch,] heads, rows, head size); the masks (f32 to add, bool to keep) broadcast to the
+scores, the fill is a scalar constant (a causal mask is a triangular `keep`). The
 movement ops that split the heads off a projection and merge them back are absorbed when nothing else
 reads their results, and so is a Split giving Q, K and V (GPT-2's): the kernel reads through their
 strides instead of copying. Every absorbed value
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir.dtypes import f32
+from ..ir.dtypes import boolean, f32
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.shape import merge_shapes
 from ..ops.registry import infer_node
@@ -47,7 +49,11 @@ class MHAMatch:
     k_views: list[Node] = field(default_factory=list)
     v_views: list[Node] = field(default_factory=list)
     scale: float = 1.0
-    mask: Value | None = None
+    mask: Value | None = None       # added to the scores
+    keep: Value | None = None       # where(keep, scores, fill), or where(keep, fill, scores) when `inverted`
+    fill: float = 0.0
+    inverted: bool = False
+    kept_first: bool = False        # the Where comes before the Add
     between: list[Node] = field(default_factory=list)   # the scale and mask nodes, in order
     out_views: list[Node] = field(default_factory=list)
     split: Node | None = None   # the Split giving q, k and v
@@ -63,9 +69,9 @@ class MHAMatch:
 
     @property
     def inputs(self) -> list[Value]:
-        """The block's inputs, each once: the operands' sources, then the mask."""
+        """The block's inputs, each once: the operands' sources, then the masks."""
         found = [self.split.inputs[0]] if self.split else [self.q, self.k, self.v]
-        found += [self.mask] if self.mask is not None else []
+        found += [m for m in (self.mask, self.keep) if m is not None]
         return list(dict.fromkeys(found))
 
 
@@ -113,12 +119,59 @@ def _rank_ok(value: Value) -> bool:
     return t is not None and t.dtype == f32 and t.shape is not None and len(t.shape) in (3, 4)
 
 
+def _from_scores(v: Value) -> bool:
+    return v.producer is not None and v.producer.op in ("MatMul", "Mul", "Div", "Add", "Where")
+
+
 def _scores_first(add: Node) -> tuple[Value, Value]:
-    """(the scores, the mask) of an Add: the scores come from the product or its scaling."""
+    """(the scores, the mask) of an Add: the scores come from the product or what the block did to it."""
     a, b = add.inputs
-    from_scores = [v.producer is not None and v.producer.op in ("MatMul", "Mul", "Div") for v in (a, b)]
+    from_scores = [_from_scores(v) for v in (a, b)]
     return (b, a) if from_scores == [False, True] or (
         all(from_scores) and b.producer.op == "MatMul" and a.producer.op != "MatMul") else (a, b)
+
+
+def _mask_ok(v: Value, dtype) -> bool:
+    return v.type is not None and v.type.dtype == dtype and v.type.shape is not None and len(v.type.shape) <= 4
+
+
+@dataclass
+class _Between:
+    """What the block does to the scores between the product and the Softmax."""
+    nodes: list[Node] = field(default_factory=list)
+    scale: float = 1.0
+    mask: Value | None = None
+    keep: Value | None = None
+    fill: float = 0.0
+    inverted: bool = False
+    kept_first: bool = False
+
+    def take(self, node: Node) -> Value | None:
+        """Take `node` (walking from the Softmax back to the product); the scores value it reads, or None
+        when it is not part of the pattern. A scale after the masks would scale them too: refused."""
+        scaled = any(n.op in ("Mul", "Div") for n in self.nodes)
+        if node.op in ("Mul", "Div"):
+            constant, x = _scalar(node.inputs[1]), node.inputs[0]
+            if constant is None and node.op == "Mul":
+                constant, x = _scalar(node.inputs[0]), node.inputs[1]
+            if constant is None or constant == 0:
+                return None
+            self.scale *= constant if node.op == "Mul" else 1 / constant
+        elif node.op == "Add" and self.mask is None and not scaled:
+            x, self.mask = _scores_first(node)
+            if not _mask_ok(self.mask, f32):
+                return None
+        elif node.op == "Where" and self.keep is None and not scaled:
+            self.keep, a, b = node.inputs
+            fill = _scalar(b) if _from_scores(a) else _scalar(a)
+            if fill is None or not _mask_ok(self.keep, boolean):
+                return None
+            x, self.fill, self.inverted = (a, fill, False) if _from_scores(a) else (b, fill, True)
+            self.kept_first = self.mask is not None
+        else:
+            return None
+        self.nodes.insert(0, node)
+        return x
 
 
 def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
@@ -129,8 +182,7 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     axis = softmax.attrs.get("axis", -1)
     if axis not in (-1, len(softmax.outputs[0].shape) - 1):
         return None
-    between: list[Node] = []
-    scale, mask = 1.0, None
+    between = _Between()
     x = softmax.inputs[0]
     while True:
         node = x.producer
@@ -138,22 +190,9 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
             return None
         if node.op == "MatMul":
             break
-        if node.op in ("Mul", "Div"):
-            constant = _scalar(node.inputs[1])
-            if constant is None and node.op == "Mul":
-                constant, x = _scalar(node.inputs[0]), node.inputs[1]
-            else:
-                x = node.inputs[0]
-            if constant is None or constant == 0:
-                return None
-            scale *= constant if node.op == "Mul" else 1 / constant
-        elif node.op == "Add" and mask is None and not between:   # (a scale after the mask would scale it too)
-            x, mask = _scores_first(node)
-            if mask.type is None or mask.type.dtype != f32 or mask.type.shape is None or len(mask.type.shape) > 4:
-                return None
-        else:
+        x = between.take(node)
+        if x is None:
             return None
-        between.insert(0, node)
     scores = x.producer
     probabilities = softmax.outputs[0]
     if not _used_once(probabilities, uses, outputs):
@@ -176,12 +215,12 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
             break
         out_views.append(after)
         result = after.outputs[0]
-    if mask is not None and mask in {o for n in q_views + k_views + v_views for o in n.outputs}:
-        return None
     split = _shared_split(q, k, v, uses, outputs)
-    if split is not None and mask is not None and mask.producer is split:
+    inside = {o for n in q_views + k_views + v_views + ([split] if split else []) for o in n.outputs}
+    if between.mask in inside or between.keep in inside:
         return None
-    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, scale, mask, between, out_views,
+    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, between.scale, between.mask,
+                    between.keep, between.fill, between.inverted, between.kept_first, between.nodes, out_views,
                     split)
 
 

@@ -105,7 +105,7 @@ def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...])
 
 
 # ---- the kernel -------------------------------------------------------------------------------------
-def _shape(d: int, dv: int, sk_hint: int, masked: bool):
+def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: bool, kept: bool):
     """The attention kernel for head sizes d (scores) and dv (output) at the current ISA level, or None.
     The scores block is the GEMM's block for a product as wide as the keys; the output block the widest
     dividing Dv that keeps a row block of the same height in registers."""
@@ -121,7 +121,8 @@ def _shape(d: int, dv: int, sk_hint: int, masked: bool):
         rows = min(scores.mr, (registers - vectors - 1) // vectors)
         if rows >= 1 and (best is None or rows * vectors > best[0] * best[1]):
             best = (rows, vectors)
-    return AttentionKernel(best[0], scores.vectors, best[1], lanes, scores.unroll, level.fused_multiply_add, masked)
+    return AttentionKernel(best[0], scores.vectors, best[1], lanes, scores.unroll, level.fused_multiply_add, masked,
+                           kept, kept and masks.inverted, kept and masked and masks.kept_first, masks.causal)
 
 
 def _compiled(shape) -> tuple[int, object]:
@@ -142,7 +143,7 @@ class AttentionLaunch:
     threads: int
     scratch: object
     held: tuple
-    copied_mask: bool   # the mask was converted: a copy of the values it had
+    copied_mask: bool   # a mask was converted: a copy of the values it had
 
     def __post_init__(self):
         self.address, self.fn = _compiled(self.shape)   # (looked up once: a launch is microseconds)
@@ -160,16 +161,38 @@ def _elements(a: np.ndarray) -> list[int]:
     return [s // a.itemsize for s in a.strides]
 
 
-def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, mask: np.ndarray | None,
-            scale: float) -> AttentionLaunch | None:
-    """The launch computing out = softmax(q @ kt * scale + mask) @ v on 4-D views (out's batch and heads
+@dataclass(frozen=True)
+class ScoreMasks:
+    """What the block does to the scores between the scaled product and the softmax."""
+    mask: np.ndarray | None = None   # added
+    keep: np.ndarray | None = None   # where(keep, s, fill), or where(keep, fill, s) when `inverted`
+    fill: float = 0.0
+    inverted: bool = False
+    kept_first: bool = False         # the Where comes before the Add
+    causal: bool = False             # keys past a row's position (key > row + Sk - Sq) score -inf
+
+
+def _mask_operand(mask: np.ndarray | None, shape: tuple, dtype) -> tuple[np.ndarray | None, bool]:
+    """A mask broadcast to the scores' shape with unit stride along the keys (copied when it has none, or
+    another type); and whether it was copied."""
+    if mask is None:
+        return None, False
+    mask = np.broadcast_to(mask, shape)
+    if mask.dtype == dtype and (mask.strides[-1] == mask.itemsize or shape[-1] == 1):
+        return mask, False
+    return np.ascontiguousarray(mask, dtype=dtype), True
+
+
+def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale: float,
+            masks: ScoreMasks = ScoreMasks()) -> AttentionLaunch | None:
+    """The launch computing out = softmax(masks(q @ kt * scale)) @ v on 4-D views (out's batch and heads
     those of the broadcast operands), or None when the kernel does not take them."""
     b, h, sq, dv = out.shape
     d, sk = kt.shape[-2:]
     try:
         q, kt, v = (np.broadcast_to(x, (b, h) + x.shape[2:]) for x in (q, kt, v))
-        if mask is not None:
-            mask = np.broadcast_to(mask, (b, h, sq, sk))
+        mask, copied = _mask_operand(masks.mask, (b, h, sq, sk), np.float32)
+        keep, copied_keep = _mask_operand(masks.keep, (b, h, sq, sk), np.bool_)
     except ValueError:
         return None
     if (sk == 0 or d == 0 or sq == 0 or q.shape[-2:] != (sq, d) or v.shape[-2:] != (sk, dv)
@@ -177,10 +200,7 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, mask:
             or any(x.shape[-1] > 1 and x.strides[-1] != 4 for x in (q, v, out))
             or not gemm_launch.available()):
         return None
-    copied = mask is not None and (mask.dtype != np.float32 or mask.strides[-1] != 4)
-    if copied:   # (the same mask for every key, or another type)
-        mask = np.ascontiguousarray(mask, dtype=np.float32)
-    shape = _shape(d, dv, sk, mask is not None)
+    shape = _shape(d, dv, sk, masks, mask is not None, keep is not None)
     if shape is None:
         return None
     pool = get_native_pool()
@@ -191,17 +211,20 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, mask:
     chunk_rows = -(-blocks // chunks) * shape.mr
     chunks = -(-sq // chunk_rows)
     qs, ks, vs, os_ = _elements(q), _elements(kt), _elements(v), _elements(out)
-    ms = _elements(mask) if mask is not None else [0, 0, 0, 0]
+    ms, keeps = (_elements(x) if x is not None else [0, 0, 0, 0] for x in (mask, keep))
     from ...targets.llvm.attention import DIMS, PTRS
     dims = dict(B=b, H=h, Sq=sq, Sk=sk, D=d, Dv=dv, q_b=qs[0], q_h=qs[1], q_s=qs[2], k_b=ks[0], k_h=ks[1],
                 k_s=ks[3], k_d=ks[2], v_b=vs[0], v_h=vs[1], v_s=vs[2], o_b=os_[0], o_h=os_[1], o_s=os_[2],
-                m_b=ms[0], m_h=ms[1], m_s=ms[2], chunks=chunks, chunk_rows=chunk_rows)
-    factor = np.array([scale], np.float32)
-    arrays = (q, kt, v, out, mask, factor)
+                m_b=ms[0], m_h=ms[1], m_s=ms[2], keep_b=keeps[0], keep_h=keeps[1], keep_s=keeps[2],
+                chunks=chunks, chunk_rows=chunk_rows)
+    params = np.array([scale, masks.fill], np.float32)
+    arrays = (q, kt, v, out, mask, params, keep)
     ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
     scratch = scratchpads(threads, (shape.scratch_floats(sk, d) + 16) * 4)
     return AttentionLaunch(shape, ptrs, (ctypes.c_int64 * len(DIMS))(*(dims[n] for n in DIMS)),
-                           b * h * chunks, threads, scratch, (factor, mask if copied else None), copied)
+                           b * h * chunks, threads, scratch, (params, mask if copied else None,
+                                                              keep if copied_keep else None),
+                           copied or copied_keep)
 
 
 class AttentionKernel(Kernel):
@@ -232,8 +255,9 @@ class AttentionKernel(Kernel):
             target = _as_4d(_output_view(out, m.out_views, product))
         except ValueError:
             return None
-        mask = inputs[self.slot[id(m.mask)]] if m.mask is not None else None
-        return prepare(q, kt, v, target, mask, m.scale)
+        masks = ScoreMasks(*(inputs[self.slot[id(x)]] if x is not None else None for x in (m.mask, m.keep)),
+                           m.fill, m.inverted, m.kept_first)
+        return prepare(q, kt, v, target, m.scale, masks)
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         launch = self._launch(inputs, outputs[0]) if outputs[0].size else None
@@ -267,4 +291,4 @@ def build_attention(node: Node, options: dict) -> AttentionKernel:
     return AttentionKernel(node)
 
 
-__all__ = ["AttentionKernel", "AttentionLaunch", "build_attention", "describe", "prepare"]
+__all__ = ["AttentionKernel", "AttentionLaunch", "ScoreMasks", "build_attention", "describe", "prepare"]

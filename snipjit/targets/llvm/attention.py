@@ -1,4 +1,4 @@
-"""The attention microkernel: O = softmax(Q·Kᵀ·scale + mask)·V, a block of query rows at a time, the
+"""The attention microkernel: O = softmax(masks(Q·Kᵀ·scale))·V, a block of query rows at a time, the
 block of scores never leaving the thread's scratchpad (the Snippets MHA pattern: two block products
 around a fused softmax). Both products are the GEMM generator's K loop (`gemm._k_loop`) on register
 blocks of its kind; nothing here multiplies matrices another way.
@@ -10,14 +10,17 @@ ABI of the native pool: `fn(ptrs, dims, begin, end, scratch)` computes items [be
    through its strides: the head split (a Reshape and Transpose of the projection) costs no copy.
 2. For each block of `mr` query rows (a last short block repeats its last row): the scores block
    [mr, Skp] = Q rows · packed Kᵀ, panel by panel (the K loop runs over the head size D).
-3. Per row: + the mask row (an additive mask, broadcast through strides), the running maximum,
-   exp(s - max) in place, its sum. Keys past Sk count as -inf.
+3. As the scores are stored: the masks, in the block's order — an additive mask (+ mask), a boolean one
+   (where(keep, s, fill)), both broadcast through strides — then, `causal`, -inf for keys past the row's
+   position (key j > row + Sk - Sq); the running maximum per row. Then per row exp(s - max) in place,
+   and its sum. Keys past Sk count as -inf. A causal block computes only the keys its last row sees.
 4. The output rows = P · V (the K loop over the keys; B is V's rows in place), times 1/sum, stored
    through O's strides: straight into the merged-heads layout when the output transpose was absorbed.
 
-ptrs: see `PTRS` (mask: null when there is none; scale: one float). dims: see `DIMS`, strides in
-elements: Q, V and O have unit stride along the head size, K any strides (k_s between keys, k_d along
-the head size). The mask has unit stride along the keys. Dv is a multiple of the output block's width.
+ptrs: see `PTRS` (mask, keep: null when there is none; params: the scale and the fill of a boolean mask).
+dims: see `DIMS`, strides in elements: Q, V and O have unit stride along the head size, K any strides
+(k_s between keys, k_d along the head size). The masks have unit stride along the keys (keep: bytes, 0 is
+false). Dv is a multiple of the output block's width.
 """
 from __future__ import annotations
 
@@ -30,8 +33,9 @@ from .counted_loop import I64, CountedLoop, i64 as _c
 from .gemm import F32, I32, _Builder, _k_loop
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
-        "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "chunks", "chunk_rows")
-PTRS = ("Q", "K", "V", "O", "mask", "scale")
+        "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "keep_b", "keep_h", "keep_s", "chunks", "chunk_rows")
+PTRS = ("Q", "K", "V", "O", "mask", "params", "keep")
+I8 = ir.IntType(8)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,10 @@ class AttentionKernel:
     unroll: int
     fused: bool = True
     masked: bool = False   # an additive mask is read
+    kept: bool = False     # a boolean mask is read: where(keep, s, fill) ...
+    inverted: bool = False   # ... where(keep, fill, s)
+    kept_first: bool = False   # the boolean mask comes before the additive one
+    causal: bool = False
 
     @property
     def nr(self) -> int:
@@ -51,8 +59,10 @@ class AttentionKernel:
 
     @property
     def name(self) -> str:
+        keep = ("_unkept" if self.inverted else "_kept") + ("_first" if self.kept_first else "") if self.kept else ""
         return (f"snipjit_attention_{self.mr}x{self.score_vectors}x{self.out_vectors}x{self.lanes}_u{self.unroll}"
-                f"{'' if self.fused else '_mul_add'}{'_mask' if self.masked else ''}")
+                f"{'' if self.fused else '_mul_add'}{'_mask' if self.masked else ''}{keep}"
+                f"{'_causal' if self.causal else ''}")
 
     def scratch_floats(self, sk: int, d: int) -> int:
         """Floats of scratchpad one thread needs: packed Kᵀ, the block of scores, each row's maximum."""
@@ -121,15 +131,45 @@ def _maximum(g: _Builder, x, y):
     return g.b.select(g.b.fcmp_ordered(">", y, x), y, x)
 
 
-def _scores(g: _Builder, q_rows, mask_rows, packed, scores, padded, maxima) -> None:
-    """The scores block [mr, padded] = Q rows · packed Kᵀ (+ the mask rows), one NR-key panel at a time;
-    keys past Sk score -inf. Each row's running maximum (a vector) is kept at `maxima`."""
+@dataclass
+class _Block:
+    """What the stores of a block of query rows need: its rows, the rows of its masks, the keys it sees."""
+    rows: list
+    mask_rows: list | None
+    keep_rows: list | None
+    limit: ir.Value    # keys [0, limit) are computed (Sk; fewer for a causal block)
+    fill: ir.Value     # a boolean mask's fill value
+
+
+def _masked(g: _Builder, block: _Block, j: int, at, inside, value):
+    """The score `value` of row j at keys [at, at + lanes) after the masks (`inside`: the lanes < Sk)."""
+    b, shape, lanes = g.b, g.shape, g.shape.lanes
+
+    def add(x):   # (masked loads: a mask row may end inside this vector)
+        return b.fadd(x, g.load(g.at(block.mask_rows[j], at), inside))
+
+    def keep(x):
+        flags = b.call(g.masked_load_i8, [b.gep(block.keep_rows[j], [at], source_etype=I8), ir.Constant(I32, 1),
+                                          inside, ir.Constant(ir.VectorType(I8, lanes), None)])
+        kept = b.icmp_unsigned("==" if shape.inverted else "!=", flags, ir.Constant(ir.VectorType(I8, lanes), None))
+        return b.select(kept, x, g.splat(block.fill, F32))
+
+    steps = ([keep] if shape.kept else []) + ([add] if shape.masked else [])
+    for step in (steps if shape.kept_first else steps[::-1]):
+        value = step(value)
+    return value
+
+
+def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) -> None:
+    """The scores block [mr, padded] = Q rows · packed Kᵀ, masked, one NR-key panel at a time, up to the
+    block's limit; keys past Sk (or a causal row's position) score -inf. Each row's running maximum (a
+    vector) is kept at `maxima`."""
     b, d, shape, lanes = g.b, g.d, g.shape, g.shape.lanes
     minus_inf = g.splat(ir.Constant(F32, float("-inf")), F32)
     for j in range(len(q_rows)):
         g.store(minus_inf, g.at(maxima, _c(j * lanes)))
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    panels = CountedLoop(b, "qk.panel", _c(0), b.sdiv(padded, _c(shape.nr)), 1)
+    panels = CountedLoop(b, "qk.panel", _c(0), b.sdiv(b.add(block.limit, _c(shape.nr - 1)), _c(shape.nr)), 1)
     panels.enter()
     panel = g.at(packed, b.mul(panels.index, b.mul(d["D"], _c(shape.nr))))
     acc = [[g.zero] * shape.score_vectors for _ in q_rows]
@@ -137,15 +177,19 @@ def _scores(g: _Builder, q_rows, mask_rows, packed, scores, padded, maxima) -> N
     if shape.unroll > 1:
         acc, _ = _k_loop(g, "qk.tail", k, d["D"], 1, acc, q_rows, panel, _c(shape.nr))
     column = b.mul(panels.index, _c(shape.nr))
-    inside = [b.icmp_signed("<", lane_ids, g.splat(b.sub(d["Sk"], b.add(column, _c(v * lanes))), I64))
-              for v in range(shape.score_vectors)]
+    starts = [b.add(column, _c(v * lanes)) for v in range(shape.score_vectors)]
+    inside = [b.icmp_signed("<", lane_ids, g.splat(b.sub(d["Sk"], at), I64)) for at in starts]
     for j, row in enumerate(acc):
         out = g.at(scores, b.add(b.mul(_c(j), padded), column))
         largest = g.load(g.at(maxima, _c(j * lanes)))
+        if shape.causal:   # (the keys this row sees: j <= row + Sk - Sq)
+            seen = b.add(b.add(block.rows[j], _c(1)), b.sub(d["Sk"], d["Sq"]))
         for v, value in enumerate(row):
-            if mask_rows is not None:   # (a masked load: the mask row may end inside this vector)
-                value = b.fadd(value, g.load(g.at(mask_rows[j], b.add(column, _c(v * lanes))), inside[v]))
-            value = b.select(inside[v], value, minus_inf)
+            value = _masked(g, block, j, starts[v], inside[v], value)
+            valid = inside[v]
+            if shape.causal:
+                valid = b.and_(valid, b.icmp_signed("<", lane_ids, g.splat(b.sub(seen, starts[v]), I64)))
+            value = b.select(valid, value, minus_inf)
             g.store(value, g.at(out, _c(v * lanes)))
             largest = _maximum(g, largest, value)
         g.store(largest, g.at(maxima, _c(j * lanes)))
@@ -165,10 +209,10 @@ def _tree(g: _Builder, vector, combine):
     return b.extract_element(vector, ir.Constant(I32, 0))
 
 
-def _softmax_row(g: _Builder, row, largest):
-    """exp(score - max) over the row's scores, in place (keys past Sk: 0); returns the sum."""
-    b, d, lanes = g.b, g.d, g.shape.lanes
-    vectors = b.sdiv(b.add(d["Sk"], _c(lanes - 1)), _c(lanes))
+def _softmax_row(g: _Builder, row, largest, limit):
+    """exp(score - max) over the row's scores up to `limit`, in place (keys past Sk: 0); returns the sum."""
+    b, lanes = g.b, g.shape.lanes
+    vectors = b.sdiv(b.add(limit, _c(lanes - 1)), _c(lanes))
     top = g.splat(_tree(g, largest, lambda x, y: _maximum(g, x, y)), F32)
     loop = CountedLoop(b, "softmax.exp", _c(0), vectors, 1)
     total = loop.phi(g.vec, g.zero)
@@ -185,8 +229,11 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     g = _Builder(shape, DIMS, PTRS)   # (the builder needs of a shape its lanes, name and FMA)
     b, d, lanes = g.b, g.d, shape.lanes
     module = g.module
+    g.masked_load_i8 = ir.Function(module, ir.FunctionType(ir.VectorType(I8, lanes), [
+        ir.PointerType(), I32, g.mask_t, ir.VectorType(I8, lanes)]), f"llvm.masked.load.v{lanes}i8.p0")
     Q, K, V, O = (g.pointer(name) for name in PTRS[:4])
-    scale = b.load(g.pointer("scale"), typ=F32)
+    params = g.pointer("params")
+    scale, fill = (b.load(g.at(params, _c(i)), typ=F32) for i in (0, 1))
     padded = b.mul(b.sdiv(b.add(d["Sk"], _c(shape.nr - 1)), _c(shape.nr)), _c(shape.nr))
     packed = g.scratch
     scores = g.at(g.scratch, b.mul(padded, d["D"]))
@@ -207,18 +254,27 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     q_base, v_base, o_base = base(Q, "q"), base(V, "v"), base(O, "o")
     _pack_keys(g, base(K, "k"), packed, scale)
     m_base = base(g.pointer("mask"), "m") if shape.masked else None
+    keep = g.pointer("keep") if shape.kept else None
+    keep_base = b.gep(keep, [b.add(b.mul(batch, d["keep_b"]), b.mul(head, d["keep_h"]))], source_etype=I8) \
+        if shape.kept else None
 
     blocks = CountedLoop(b, "rows", first_row, rows_end, shape.mr)
     blocks.enter()
     last = b.sub(rows_end, _c(1))
     rows = [b.select(b.icmp_signed("<", r, rows_end), r, last)
             for r in (b.add(blocks.index, _c(j)) for j in range(shape.mr))]
-    mask_rows = None if m_base is None else [g.at(m_base, b.mul(r, d["m_s"])) for r in rows]
-    _scores(g, [g.at(q_base, b.mul(r, d["q_s"])) for r in rows], mask_rows, packed, scores, padded, maxima)
+    limit = d["Sk"]
+    if shape.causal:   # the keys the block's last row sees, at most Sk
+        seen = b.add(b.add(rows[-1], _c(1)), b.sub(d["Sk"], d["Sq"]))
+        limit = b.select(b.icmp_signed("<", seen, d["Sk"]), seen, d["Sk"])
+    block = _Block(rows, None if m_base is None else [g.at(m_base, b.mul(r, d["m_s"])) for r in rows],
+                   None if keep_base is None else [b.gep(keep_base, [b.mul(r, d["keep_s"])], source_etype=I8)
+                                                   for r in rows], limit, fill)
+    _scores(g, [g.at(q_base, b.mul(r, d["q_s"])) for r in rows], block, packed, scores, padded, maxima)
     p_rows = [g.at(scores, b.mul(_c(j), padded)) for j in range(shape.mr)]
     inverse = []
     for j in range(shape.mr):
-        total = _softmax_row(g, p_rows[j], g.load(g.at(maxima, _c(j * lanes))))
+        total = _softmax_row(g, p_rows[j], g.load(g.at(maxima, _c(j * lanes))), limit)
         inverse.append(b.fdiv(ir.Constant(F32, 1.0), total))
 
     width = shape.out_vectors * lanes
@@ -227,9 +283,9 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     column = b.mul(panels.index, _c(width))
     v_panel = g.at(v_base, column)
     acc = [[g.zero] * shape.out_vectors for _ in rows]
-    acc, k = _k_loop(g, "pv", _c(0), d["Sk"], shape.unroll, acc, p_rows, v_panel, d["v_s"])
+    acc, k = _k_loop(g, "pv", _c(0), limit, shape.unroll, acc, p_rows, v_panel, d["v_s"])
     if shape.unroll > 1:
-        acc, _ = _k_loop(g, "pv.tail", k, d["Sk"], 1, acc, p_rows, v_panel, d["v_s"])
+        acc, _ = _k_loop(g, "pv.tail", k, limit, 1, acc, p_rows, v_panel, d["v_s"])
     for j, r in enumerate(rows):
         out = g.at(o_base, b.add(b.mul(r, d["o_s"]), column))
         for v, value in enumerate(acc[j]):

@@ -23,19 +23,19 @@ def reference(q, kt, v, mask, scale):
         return np.matmul(p / p.sum(-1, keepdims=True), v.astype(np.float64))
 
 
-def run(q, kt, v, mask, scale, merged=False):
+def run(q, kt, v, masks, scale, merged=False):
     """The kernel's result; `merged`: written through the merged-heads layout [b, rows, heads, size]."""
     b, h, sq, dv = q.shape[0], q.shape[1], q.shape[2], v.shape[3]
     store = np.full((b, sq, h, dv) if merged else (b, h, sq, dv), np.nan, np.float32)
     out = store.transpose(0, 2, 1, 3) if merged else store
-    launch = attention.prepare(q, kt, v, out, mask, scale)
+    launch = attention.prepare(q, kt, v, out, scale, masks)
     assert launch is not None
     launch.run()
     return out
 
 
 def check(q, kt, v, mask=None, scale=0.125, merged=False):
-    got, want = run(q, kt, v, mask, scale, merged), reference(q, kt, v, mask, scale)
+    got, want = run(q, kt, v, attention.ScoreMasks(mask), scale, merged), reference(q, kt, v, mask, scale)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
@@ -81,10 +81,10 @@ def test_fully_masked_rows(level):
     q, k, v = heads(rng, 1, 2, 5, 32), heads(rng, 1, 2, 9, 32), heads(rng, 1, 2, 9, 32)
     mask = np.zeros((1, 1, 5, 9), np.float32)
     mask[..., 2, :] = FLT_MIN
-    got = run(q, k.transpose(0, 1, 3, 2), v, mask, 0.2)
+    got = run(q, k.transpose(0, 1, 3, 2), v, attention.ScoreMasks(mask), 0.2)
     np.testing.assert_allclose(got[:, :, 2], np.broadcast_to(v.mean(2), got[:, :, 2].shape), rtol=1e-5, atol=1e-6)
     mask[..., 2, :] = -np.inf
-    got = run(q, k.transpose(0, 1, 3, 2), v, mask, 0.2)
+    got = run(q, k.transpose(0, 1, 3, 2), v, attention.ScoreMasks(mask), 0.2)
     assert np.isnan(got[:, :, 2]).all() and not np.isnan(np.delete(got, 2, axis=2)).any()
 
 
@@ -93,9 +93,9 @@ def test_layouts_the_kernel_does_not_take_are_refused():
     q, k, v = (rng.standard_normal((1, 2, 8, 32), dtype=np.float32) for _ in range(3))
     out = np.empty((1, 2, 8, 32), np.float32)
     assert attention.prepare(q[..., ::2], k.transpose(0, 1, 3, 2)[..., ::2, :], v[..., ::2], out[..., ::2],
-                             None, 1.0) is None   # strided head size
+                             1.0) is None   # strided head size
     assert attention.prepare(q[..., :20], k.transpose(0, 1, 3, 2)[:, :, :20], v[..., :20], out[..., :20],
-                             None, 1.0) is None   # 20 is not a multiple of the vectors
+                             1.0) is None   # 20 is not a multiple of the vectors
 
 
 BLOCK = """graph(q: f32[batch,seq,128], k: f32[batch,seq,128], v: f32[batch,seq,128], m: f32[batch,1,1,seq]) -> [y] {
@@ -141,4 +141,64 @@ def test_a_fused_projection_split_into_q_k_and_v_is_read_in_place(level, monkeyp
     monkeypatch.setattr(step.kernel, "reference", None)
     rng = np.random.default_rng(9)
     x = {"x": rng.standard_normal((2, 33, 384), dtype=np.float32), "m": np.zeros((2, 1, 1, 33), np.float32)}
+    np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
+def masked_reference(q, kt, v, masks, scale):
+    """softmax of the scores after the masks in the block's order, times v (float64)."""
+    s = np.matmul(q.astype(np.float64), kt.astype(np.float64)) * scale
+
+    def keep(x):
+        return np.where(masks.keep, masks.fill, x) if masks.inverted else np.where(masks.keep, x, masks.fill)
+
+    steps = ([keep] if masks.keep is not None else []) + ([lambda x: x + masks.mask] if masks.mask is not None else [])
+    for step in (steps if masks.kept_first else steps[::-1]):
+        s = step(s)
+    if masks.causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk) <= np.arange(sq)[:, None] + sk - sq, s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return np.matmul(p / p.sum(-1, keepdims=True), v.astype(np.float64))
+
+
+@pytest.mark.parametrize("sq, sk", [(23, 23), (5, 40), (40, 17)])
+@pytest.mark.parametrize("order", ["keep", "keep+add", "add+keep", "inverted", "causal", "causal+add"])
+def test_boolean_masks_and_causal_blocks(level, sq, sk, order):
+    rng = np.random.default_rng(sq * sk)
+    q, k, v = heads(rng, 2, 3, sq, 64), heads(rng, 2, 3, sk, 64), heads(rng, 2, 3, sk, 64)
+    keep = rng.random((2, 1, sq, sk)) < 0.7
+    keep[..., 0] = True   # (every row keeps a key: no row of NaN)
+    add = rng.standard_normal((2, 1, 1, sk), dtype=np.float32)
+    masks = {"keep": attention.ScoreMasks(keep=keep, fill=-1e4),
+             "keep+add": attention.ScoreMasks(add, keep, FLT_MIN, kept_first=True),
+             "add+keep": attention.ScoreMasks(add, keep, float("-inf")),
+             "inverted": attention.ScoreMasks(keep=~keep, fill=-30.0, inverted=True),
+             "causal": attention.ScoreMasks(causal=True),
+             "causal+add": attention.ScoreMasks(add, causal=True)}[order]
+    got, want = run(q, k.transpose(0, 1, 3, 2), v, masks, 0.125), masked_reference(q, k.transpose(0, 1, 3, 2), v,
+                                                                                   masks, 0.125)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)   # (rows that see no key: NaN in both)
+
+
+CAUSAL = """graph(q: f32[1,2,9,32], k: f32[1,2,32,9], v: f32[1,2,9,32], keep: bool[1,1,9,9]) -> [y] {
+  const fill: f32[] = -3.4028235e+38
+  const scale: f32[] = 8.0
+  [s] = MatMul(q, k)
+  [ss] = Div(s, scale)
+  [w] = Where(keep, ss, fill)
+  [p] = Softmax(w) {axis = -1}
+  [y] = MatMul(p, v)
+}"""
+
+
+def test_a_where_mask_in_a_compiled_block(level, monkeypatch):
+    fused, plain = snipjit.compile(parse_graph(CAUSAL)), snipjit.compile(parse_graph(CAUSAL), mha=False)
+    step = next(s for s in fused.plan if "Softmax" in s.ops)
+    assert step.ops == ["MatMul", "Div", "Where", "Softmax", "MatMul"]
+    monkeypatch.setattr(step.kernel, "reference", None)
+    rng = np.random.default_rng(10)
+    x = {n: rng.standard_normal(shape, dtype=np.float32) for n, shape in
+         (("q", (1, 2, 9, 32)), ("k", (1, 2, 32, 9)), ("v", (1, 2, 9, 32)))}
+    x["keep"] = np.tril(np.ones((9, 9), bool))[None, None]
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
