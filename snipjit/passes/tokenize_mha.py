@@ -33,7 +33,7 @@ from ..ops.registry import infer_node
 from .tokenize import make_body
 
 PATTERN = "mha"
-MAX_VIEW_NODES = 3   # movement ops absorbed in front of an operand
+MAX_VIEW_NODES = 5   # movement ops (and scalings) absorbed in front of an operand or after the result
 
 
 @dataclass
@@ -57,6 +57,7 @@ class MHAMatch:
     between: list[Node] = field(default_factory=list)   # the scale and mask nodes, in order
     out_views: list[Node] = field(default_factory=list)
     split: Node | None = None   # the Split giving q, k and v
+    safe: list[Node] = field(default_factory=list)   # rows whose mask is all -inf give zeros (ONNX Attention)
 
     @property
     def output(self) -> Value:
@@ -65,7 +66,7 @@ class MHAMatch:
     @property
     def nodes(self) -> list[Node]:
         return ([self.split] if self.split else []) + self.q_views + self.k_views + self.v_views + [self.scores] \
-            + self.between + [self.softmax, self.context] + self.out_views
+            + self.between + [self.softmax] + self.safe + [self.context] + self.out_views
 
     @property
     def inputs(self) -> list[Value]:
@@ -82,21 +83,37 @@ def _scalar(v: Value | None) -> float | None:
 
 
 def _is_view(node: Node | None) -> bool:
-    """A movement op the kernel reads through: Transpose, or a Reshape to a constant shape."""
+    """A movement op the kernel reads through: Transpose, Identity, or a Reshape, Unsqueeze or Expand to
+    constant dimensions."""
     if node is None or node.domain or len(node.outputs) != 1:
         return False
-    if node.op == "Transpose":
+    if node.op in ("Transpose", "Identity"):
         return True
-    return node.op == "Reshape" and len(node.inputs) == 2 and node.inputs[1] is not None and node.inputs[1].is_constant
+    return (node.op in ("Reshape", "Unsqueeze", "Expand") and len(node.inputs) == 2 and node.inputs[1] is not None
+            and node.inputs[1].is_constant)
 
 
-def _views_before(value: Value, uses: dict, outputs: set) -> tuple[Value, list[Node]]:
-    """Walk back from an operand through movement ops used only on this path; (source, ops in order)."""
+def _scaling(node: Node | None) -> float | None:
+    """The factor of a Mul of an operand by a scalar constant (ONNX Attention scales Q and Kᵀ so)."""
+    if node is None or node.domain or node.op != "Mul":
+        return None
+    return _scalar(node.inputs[1]) if _scalar(node.inputs[0]) is None else _scalar(node.inputs[0])
+
+
+def _views_before(value: Value, uses: dict, outputs: set) -> tuple[Value, list[Node], float]:
+    """Walk back from an operand through movement ops and scalings used only on this path; (source, ops in
+    order, the product of the scalings)."""
     views: list[Node] = []
-    while (len(views) < MAX_VIEW_NODES and _is_view(value.producer) and _used_once(value, uses, outputs)):
-        views.insert(0, value.producer)
-        value = value.producer.inputs[0]
-    return value, views
+    factor = 1.0
+    while len(views) < MAX_VIEW_NODES and _used_once(value, uses, outputs):
+        node = value.producer
+        scaling = _scaling(node)
+        if not _is_view(node) and not scaling:
+            break
+        factor *= scaling or 1.0
+        views.insert(0, node)
+        value = next(v for v in node.inputs if v is not None and not v.is_constant) if scaling else node.inputs[0]
+    return value, views, factor
 
 
 def _used_once(value: Value, uses: dict, outputs: set) -> bool:
@@ -174,6 +191,28 @@ class _Between:
         return x
 
 
+def _safe_softmax(where: Node, probabilities: Value, mask: Value | None, uses: dict, outputs: set) -> list[Node]:
+    """ONNX Attention's zero rows: Where(Equal(ReduceMax(mask, last axis), -inf), 0, P) — the nodes
+    (ReduceMax, Equal, Where), or [] when `where` is not that."""
+    if mask is None or where.op != "Where" or where.domain or where.inputs[2] is not probabilities \
+            or _scalar(where.inputs[1]) != 0.0:
+        return []
+    equal = where.inputs[0].producer
+    if equal is None or equal.op != "Equal" or not _used_once(where.inputs[0], uses, outputs):
+        return []
+    row_max, minus_inf = equal.inputs if _scalar(equal.inputs[1]) is not None else equal.inputs[::-1]
+    reduce = row_max.producer
+    if _scalar(minus_inf) != float("-inf") or reduce is None or reduce.op != "ReduceMax" \
+            or reduce.inputs[0] is not mask or not _used_once(row_max, uses, outputs):
+        return []
+    axes = reduce.inputs[1] if len(reduce.inputs) > 1 else None
+    axes = axes.data.reshape(-1).tolist() if axes is not None and axes.is_constant else reduce.attrs.get("axes")
+    rank = len(mask.type.shape)
+    if axes is None or [int(a) % rank for a in axes] != [rank - 1] or not reduce.attrs.get("keepdims", 1):
+        return []
+    return [reduce, equal, where]
+
+
 def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     """The attention block around `softmax`, or None. `uses`: `Graph.consumers()`; `outputs`: the graph's
     outputs (values the block may not hide)."""
@@ -197,21 +236,28 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     probabilities = softmax.outputs[0]
     if not _used_once(probabilities, uses, outputs):
         return None
+    safe = _safe_softmax(uses[probabilities][0][0], probabilities, between.mask, uses, outputs)
+    if safe:
+        probabilities = safe[-1].outputs[0]
+        if not _used_once(probabilities, uses, outputs):
+            return None
     context, index = uses[probabilities][0]
     if context.op != "MatMul" or context.domain or index != 0:
         return None
     if not all(_rank_ok(v) for v in (scores.inputs[0], scores.inputs[1], context.inputs[1], context.outputs[0])):
         return None
-    q, q_views = _views_before(scores.inputs[0], uses, outputs)
-    k, k_views = _views_before(scores.inputs[1], uses, outputs)
-    v, v_views = _views_before(context.inputs[1], uses, outputs)
+    q, q_views, q_factor = _views_before(scores.inputs[0], uses, outputs)
+    k, k_views, k_factor = _views_before(scores.inputs[1], uses, outputs)
+    v, v_views, v_factor = _views_before(context.inputs[1], uses, outputs)
+    if v_factor != 1.0:
+        return None
     if len({id(n) for n in q_views + k_views + v_views}) != len(q_views + k_views + v_views):
         return None   # (an operand reaching another's movement ops: keep them outside)
     out_views: list[Node] = []
     result = context.outputs[0]
     while len(out_views) < MAX_VIEW_NODES and _used_once(result, uses, outputs):
         after = uses[result][0][0]
-        if not _is_view(after) or uses[result][0][1] != 0:
+        if not _is_view(after) or after.op not in ("Transpose", "Reshape", "Identity") or uses[result][0][1] != 0:
             break
         out_views.append(after)
         result = after.outputs[0]
@@ -219,9 +265,9 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     inside = {o for n in q_views + k_views + v_views + ([split] if split else []) for o in n.outputs}
     if between.mask in inside or between.keep in inside:
         return None
-    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, between.scale, between.mask,
-                    between.keep, between.fill, between.inverted, between.kept_first, between.nodes, out_views,
-                    split)
+    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, between.scale * q_factor * k_factor,
+                    between.mask, between.keep, between.fill, between.inverted, between.kept_first, between.nodes,
+                    out_views, split, safe)
 
 
 def tokenize_mha(graph: Graph, options: dict | None = None) -> Graph:

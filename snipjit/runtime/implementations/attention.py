@@ -59,11 +59,17 @@ def _perm(node: Node, rank: int) -> list[int]:
 
 
 def _apply(a: np.ndarray, views: Sequence[Node]) -> np.ndarray:
+    """The block's movement ops on `a`, as views (its scalings are the kernel's scale)."""
     for node in views:
         if node.op == "Transpose":
             a = a.transpose(_perm(node, a.ndim))
-        else:
+        elif node.op == "Reshape":
             a = _reshaped(a, node.inputs[1].data.tolist(), bool(node.attrs.get("allowzero", 0)))
+        elif node.op == "Unsqueeze":
+            rank = a.ndim + node.inputs[1].data.size
+            a = np.expand_dims(a, tuple(int(x) % rank for x in node.inputs[1].data.reshape(-1)))
+        elif node.op == "Expand":
+            a = np.broadcast_to(a, np.broadcast_shapes(a.shape, tuple(node.inputs[1].data.tolist())))
     return a
 
 
@@ -99,7 +105,7 @@ def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...])
     for node, before in zip(reversed(views), reversed(shapes[:-1])):
         if node.op == "Transpose":
             view = view.transpose(np.argsort(_perm(node, view.ndim)))
-        else:
+        elif node.op == "Reshape":
             view = _reshaped(view, before, True)
     return view
 
@@ -122,7 +128,8 @@ def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: bool, kept:
         if rows >= 1 and (best is None or rows * vectors > best[0] * best[1]):
             best = (rows, vectors)
     return AttentionKernel(best[0], scores.vectors, best[1], lanes, scores.unroll, level.fused_multiply_add, masked,
-                           kept, kept and masks.inverted, kept and masked and masks.kept_first, masks.causal)
+                           kept, kept and masks.inverted, kept and masked and masks.kept_first, masks.causal,
+                           masks.safe)
 
 
 def _compiled(shape) -> tuple[int, object]:
@@ -170,6 +177,7 @@ class ScoreMasks:
     inverted: bool = False
     kept_first: bool = False         # the Where comes before the Add
     causal: bool = False             # keys past a row's position (key > row + Sk - Sq) score -inf
+    safe: bool = False               # a row whose scores are all -inf gives zeros (else NaN)
 
 
 def _mask_operand(mask: np.ndarray | None, shape: tuple, dtype) -> tuple[np.ndarray | None, bool]:
@@ -256,7 +264,7 @@ class AttentionKernel(Kernel):
         except ValueError:
             return None
         masks = ScoreMasks(*(inputs[self.slot[id(x)]] if x is not None else None for x in (m.mask, m.keep)),
-                           m.fill, m.inverted, m.kept_first)
+                           m.fill, m.inverted, m.kept_first, safe=bool(m.safe))
         return prepare(q, kt, v, target, m.scale, masks)
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:

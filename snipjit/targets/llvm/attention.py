@@ -14,6 +14,7 @@ ABI of the native pool: `fn(ptrs, dims, begin, end, scratch)` computes items [be
    (where(keep, s, fill)), both broadcast through strides — then, `causal`, -inf for keys past the row's
    position (key j > row + Sk - Sq); the running maximum per row. Then per row exp(s - max) in place,
    and its sum. Keys past Sk count as -inf. A causal block computes only the keys its last row sees.
+   A row of -inf scores (every key masked) gives NaN as Softmax does, or zeros when `safe`.
 4. The output rows = P · V (the K loop over the keys; B is V's rows in place), times 1/sum, stored
    through O's strides: straight into the merged-heads layout when the output transpose was absorbed.
 
@@ -52,6 +53,7 @@ class AttentionKernel:
     inverted: bool = False   # ... where(keep, fill, s)
     kept_first: bool = False   # the boolean mask comes before the additive one
     causal: bool = False
+    safe: bool = False     # a row of -inf scores gives zeros (ONNX Attention), not NaN
 
     @property
     def nr(self) -> int:
@@ -62,7 +64,7 @@ class AttentionKernel:
         keep = ("_unkept" if self.inverted else "_kept") + ("_first" if self.kept_first else "") if self.kept else ""
         return (f"snipjit_attention_{self.mr}x{self.score_vectors}x{self.out_vectors}x{self.lanes}_u{self.unroll}"
                 f"{'' if self.fused else '_mul_add'}{'_mask' if self.masked else ''}{keep}"
-                f"{'_causal' if self.causal else ''}")
+                f"{'_causal' if self.causal else ''}{'_safe' if self.safe else ''}")
 
     def scratch_floats(self, sk: int, d: int) -> int:
         """Floats of scratchpad one thread needs: packed Kᵀ, the block of scores, each row's maximum."""
@@ -213,7 +215,10 @@ def _softmax_row(g: _Builder, row, largest, limit):
     """exp(score - max) over the row's scores up to `limit`, in place (keys past Sk: 0); returns the sum."""
     b, lanes = g.b, g.shape.lanes
     vectors = b.sdiv(b.add(limit, _c(lanes - 1)), _c(lanes))
-    top = g.splat(_tree(g, largest, lambda x, y: _maximum(g, x, y)), F32)
+    top = _tree(g, largest, lambda x, y: _maximum(g, x, y))
+    if g.shape.safe:   # (exp(-inf - 0) = 0 for a row of -inf, instead of NaN)
+        top = b.select(b.fcmp_ordered("==", top, ir.Constant(F32, float("-inf"))), ir.Constant(F32, 0.0), top)
+    top = g.splat(top, F32)
     loop = CountedLoop(b, "softmax.exp", _c(0), vectors, 1)
     total = loop.phi(g.vec, g.zero)
     loop.enter()
@@ -276,6 +281,9 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     for j in range(shape.mr):
         total = _softmax_row(g, p_rows[j], g.load(g.at(maxima, _c(j * lanes))), limit)
         inverse.append(b.fdiv(ir.Constant(F32, 1.0), total))
+        if shape.safe:   # (a row of zeros stays zeros)
+            inverse[-1] = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), ir.Constant(F32, 0.0),
+                                   inverse[-1])
 
     width = shape.out_vectors * lanes
     panels = CountedLoop(b, "pv.panel", _c(0), b.sdiv(d["Dv"], _c(width)), 1)

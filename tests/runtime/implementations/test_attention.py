@@ -202,3 +202,45 @@ def test_a_where_mask_in_a_compiled_block(level, monkeypatch):
          (("q", (1, 2, 9, 32)), ("k", (1, 2, 32, 9)), ("v", (1, 2, 9, 32)))}
     x["keep"] = np.tril(np.ones((9, 9), bool))[None, None]
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
+def onnx_attention(q_heads, kv_heads, s, d, causal, mask_dtype):
+    from onnx import TensorProto, helper
+    shapes = {"Q": [2, q_heads, s, d], "K": [2, kv_heads, s, d], "V": [2, kv_heads, s, d], "M": [2, 1, s, s]}
+    types = {"M": TensorProto.BOOL if mask_dtype == "bool" else TensorProto.FLOAT}
+    inputs = [helper.make_tensor_value_info(n, types.get(n, TensorProto.FLOAT), shp) for n, shp in shapes.items()]
+    node = helper.make_node("Attention", list(shapes), ["Y"], is_causal=int(causal))
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), shapes
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mask_dtype", ["float", "bool"])
+def test_the_onnx_attention_op_runs_as_one_block(level, monkeypatch, causal, mask_dtype):
+    """ONNX Attention (opset 23), expanded into its function body by the frontend, is one attention step; a
+    row whose mask hides every key gives zeros, as the op defines (not NaN)."""
+    model, shapes = onnx_attention(4, 4, 21, 64, causal, mask_dtype)
+    fused, plain = snipjit.compile(model), snipjit.compile(model, mha=False)
+    steps = [s for s in fused.plan if "Softmax" in s.ops]
+    assert len(steps) == 1 and isinstance(steps[0].kernel, attention.AttentionKernel)
+    rng = np.random.default_rng(11)
+    x = {n: rng.standard_normal(shp, dtype=np.float32) for n, shp in shapes.items()}
+    if mask_dtype == "bool":
+        x["M"] = rng.random(shapes["M"]) < 0.8
+        x["M"][:, :, 3] = False
+    else:
+        x["M"][:, :, 3] = -np.inf
+    monkeypatch.setattr(steps[0].kernel, "reference", None)
+    got, want = fused.run(x)[0], plain.run(x)[0]
+    assert (got[:, :, 3] == 0).all() and not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_grouped_query_attention_is_right_through_the_body():
+    """Fewer key/value heads than query heads: the head broadcast would need a copy, so the block runs node
+    by node."""
+    model, shapes = onnx_attention(4, 2, 9, 32, True, "float")
+    fused, plain = snipjit.compile(model), snipjit.compile(model, mha=False)
+    rng = np.random.default_rng(12)
+    x = {n: rng.standard_normal(shp, dtype=np.float32) for n, shp in shapes.items()}
+    np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
