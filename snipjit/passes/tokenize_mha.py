@@ -5,10 +5,11 @@ The pattern, from the Softmax outwards:
 
     [Split of a fused QKV projection]
     Q: [Reshape] [Transpose]...   Kᵀ: [Reshape] [Transpose]...   V: [Reshape] [Transpose]...
-    S = MatMul(Q, Kᵀ) -> [Mul | Div by a scalar]... -> [Add mask] [Where(keep, S, fill)] -> Softmax(last axis)
+    S = MatMul(Q, Kᵀ) -> [Mul | Div by a scalar]... -> [Add mask]... [Where(keep, S, fill)] -> Softmax(last axis)
     O = MatMul(S, V) -> [Transpose] [Reshape]
 
-(the Add and the Where in either order; the Where may also read Where(keep, fill, S)). Q, Kᵀ and V are
+(up to two Adds — T5 adds a position bias, then the padding mask — and the Where before or after them;
+the Where may also read Where(keep, fill, S)). Q, Kᵀ and V are
 rank 3 or 4 ([batch,] heads, rows, head size); the masks (f32 to add, bool to keep) broadcast to the
 scores, the fill is a scalar constant (a causal mask is a triangular `keep`). The
 movement ops that split the heads off a projection and merge them back are absorbed when nothing else
@@ -50,6 +51,7 @@ class MHAMatch:
     v_views: list[Node] = field(default_factory=list)
     scale: float = 1.0
     mask: Value | None = None       # added to the scores
+    mask2: Value | None = None      # added after it
     keep: Value | None = None       # where(keep, scores, fill), or where(keep, fill, scores) when `inverted`
     fill: float = 0.0
     inverted: bool = False
@@ -72,7 +74,7 @@ class MHAMatch:
     def inputs(self) -> list[Value]:
         """The block's inputs, each once: the operands' sources, then the masks."""
         found = [self.split.inputs[0]] if self.split else [self.q, self.k, self.v]
-        found += [m for m in (self.mask, self.keep) if m is not None]
+        found += [m for m in (self.mask, self.mask2, self.keep) if m is not None]
         return list(dict.fromkeys(found))
 
 
@@ -157,7 +159,7 @@ class _Between:
     """What the block does to the scores between the product and the Softmax."""
     nodes: list[Node] = field(default_factory=list)
     scale: float = 1.0
-    mask: Value | None = None
+    adds: list[Value] = field(default_factory=list)   # the additive masks, first added first
     keep: Value | None = None
     fill: float = 0.0
     inverted: bool = False
@@ -174,17 +176,18 @@ class _Between:
             if constant is None or constant == 0:
                 return None
             self.scale *= constant if node.op == "Mul" else 1 / constant
-        elif node.op == "Add" and self.mask is None and not scaled:
-            x, self.mask = _scores_first(node)
-            if not _mask_ok(self.mask, f32):
+        elif node.op == "Add" and len(self.adds) < 2 and not scaled and not (self.keep is not None and self.kept_first):
+            x, mask = _scores_first(node)
+            if not _mask_ok(mask, f32):
                 return None
+            self.adds.insert(0, mask)
         elif node.op == "Where" and self.keep is None and not scaled:
             self.keep, a, b = node.inputs
             fill = _scalar(b) if _from_scores(a) else _scalar(a)
             if fill is None or not _mask_ok(self.keep, boolean):
                 return None
             x, self.fill, self.inverted = (a, fill, False) if _from_scores(a) else (b, fill, True)
-            self.kept_first = self.mask is not None
+            self.kept_first = bool(self.adds)
         else:
             return None
         self.nodes.insert(0, node)
@@ -236,7 +239,8 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     probabilities = softmax.outputs[0]
     if not _used_once(probabilities, uses, outputs):
         return None
-    safe = _safe_softmax(uses[probabilities][0][0], probabilities, between.mask, uses, outputs)
+    mask, mask2 = (between.adds + [None, None])[:2]
+    safe = [] if mask2 is not None else _safe_softmax(uses[probabilities][0][0], probabilities, mask, uses, outputs)
     if safe:
         probabilities = safe[-1].outputs[0]
         if not _used_once(probabilities, uses, outputs):
@@ -263,10 +267,10 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
         result = after.outputs[0]
     split = _shared_split(q, k, v, uses, outputs)
     inside = {o for n in q_views + k_views + v_views + ([split] if split else []) for o in n.outputs}
-    if between.mask in inside or between.keep in inside:
+    if any(m in inside for m in between.adds + [between.keep]):
         return None
     return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, between.scale * q_factor * k_factor,
-                    between.mask, between.keep, between.fill, between.inverted, between.kept_first, between.nodes,
+                    mask, mask2, between.keep, between.fill, between.inverted, between.kept_first, between.nodes,
                     out_views, split, safe)
 
 

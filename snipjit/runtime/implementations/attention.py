@@ -111,7 +111,7 @@ def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...])
 
 
 # ---- the kernel -------------------------------------------------------------------------------------
-def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: bool, kept: bool):
+def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: int, kept: bool):
     """The attention kernel for head sizes d (scores) and dv (output) at the current ISA level, or None.
     The scores block is the GEMM's block for a product as wide as the keys; the output block the widest
     dividing Dv that keeps a row block of the same height in registers."""
@@ -128,7 +128,7 @@ def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: bool, kept:
         if rows >= 1 and (best is None or rows * vectors > best[0] * best[1]):
             best = (rows, vectors)
     return AttentionKernel(best[0], scores.vectors, best[1], lanes, scores.unroll, level.fused_multiply_add, masked,
-                           kept, kept and masks.inverted, kept and masked and masks.kept_first, masks.causal,
+                           kept, kept and masks.inverted, kept and masked > 0 and masks.kept_first, masks.causal,
                            masks.safe)
 
 
@@ -178,6 +178,7 @@ class ScoreMasks:
     kept_first: bool = False         # the Where comes before the Add
     causal: bool = False             # keys past a row's position (key > row + Sk - Sq) score -inf
     safe: bool = False               # a row whose scores are all -inf gives zeros (else NaN)
+    mask2: np.ndarray | None = None  # added after `mask`
 
 
 def _mask_operand(mask: np.ndarray | None, shape: tuple, dtype) -> tuple[np.ndarray | None, bool]:
@@ -200,6 +201,7 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
     try:
         q, kt, v = (np.broadcast_to(x, (b, h) + x.shape[2:]) for x in (q, kt, v))
         mask, copied = _mask_operand(masks.mask, (b, h, sq, sk), np.float32)
+        mask2, copied2 = _mask_operand(masks.mask2, (b, h, sq, sk), np.float32)
         keep, copied_keep = _mask_operand(masks.keep, (b, h, sq, sk), np.bool_)
     except ValueError:
         return None
@@ -208,7 +210,7 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
             or any(x.shape[-1] > 1 and x.strides[-1] != 4 for x in (q, v, out))
             or not gemm_launch.available()):
         return None
-    shape = _shape(d, dv, sk, masks, mask is not None, keep is not None)
+    shape = _shape(d, dv, sk, masks, (mask is not None) + (mask2 is not None), keep is not None)
     if shape is None:
         return None
     pool = get_native_pool()
@@ -219,20 +221,20 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
     chunk_rows = -(-blocks // chunks) * shape.mr
     chunks = -(-sq // chunk_rows)
     qs, ks, vs, os_ = _elements(q), _elements(kt), _elements(v), _elements(out)
-    ms, keeps = (_elements(x) if x is not None else [0, 0, 0, 0] for x in (mask, keep))
+    ms, m2s, keeps = (_elements(x) if x is not None else [0, 0, 0, 0] for x in (mask, mask2, keep))
     from ...targets.llvm.attention import DIMS, PTRS
     dims = dict(B=b, H=h, Sq=sq, Sk=sk, D=d, Dv=dv, q_b=qs[0], q_h=qs[1], q_s=qs[2], k_b=ks[0], k_h=ks[1],
                 k_s=ks[3], k_d=ks[2], v_b=vs[0], v_h=vs[1], v_s=vs[2], o_b=os_[0], o_h=os_[1], o_s=os_[2],
-                m_b=ms[0], m_h=ms[1], m_s=ms[2], keep_b=keeps[0], keep_h=keeps[1], keep_s=keeps[2],
+                m_b=ms[0], m_h=ms[1], m_s=ms[2], m2_b=m2s[0], m2_h=m2s[1], m2_s=m2s[2], keep_b=keeps[0], keep_h=keeps[1], keep_s=keeps[2],
                 chunks=chunks, chunk_rows=chunk_rows)
     params = np.array([scale, masks.fill], np.float32)
-    arrays = (q, kt, v, out, mask, params, keep)
+    arrays = (q, kt, v, out, mask, params, keep, mask2)
     ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
     scratch = scratchpads(threads, (shape.scratch_floats(sk, d) + 16) * 4)
     return AttentionLaunch(shape, ptrs, (ctypes.c_int64 * len(DIMS))(*(dims[n] for n in DIMS)),
                            b * h * chunks, threads, scratch, (params, mask if copied else None,
-                                                              keep if copied_keep else None),
-                           copied or copied_keep)
+                                                              keep if copied_keep else None, mask2 if copied2 else None),
+                           copied or copied_keep or copied2)
 
 
 class AttentionKernel(Kernel):
@@ -263,8 +265,8 @@ class AttentionKernel(Kernel):
             target = _as_4d(_output_view(out, m.out_views, product))
         except ValueError:
             return None
-        masks = ScoreMasks(*(inputs[self.slot[id(x)]] if x is not None else None for x in (m.mask, m.keep)),
-                           m.fill, m.inverted, m.kept_first, safe=bool(m.safe))
+        mask, keep, mask2 = (inputs[self.slot[id(x)]] if x is not None else None for x in (m.mask, m.keep, m.mask2))
+        masks = ScoreMasks(mask, keep, m.fill, m.inverted, m.kept_first, safe=bool(m.safe), mask2=mask2)
         return prepare(q, kt, v, target, m.scale, masks)
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:

@@ -34,8 +34,9 @@ from .counted_loop import I64, CountedLoop, i64 as _c
 from .gemm import F32, I32, _Builder, _k_loop
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
-        "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "keep_b", "keep_h", "keep_s", "chunks", "chunk_rows")
-PTRS = ("Q", "K", "V", "O", "mask", "params", "keep")
+        "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "m2_b", "m2_h", "m2_s", "keep_b", "keep_h", "keep_s", "chunks",
+        "chunk_rows")
+PTRS = ("Q", "K", "V", "O", "mask", "params", "keep", "mask2")
 I8 = ir.IntType(8)
 
 
@@ -48,7 +49,7 @@ class AttentionKernel:
     lanes: int
     unroll: int
     fused: bool = True
-    masked: bool = False   # an additive mask is read
+    masked: int = 0        # additive masks read (0, 1 or 2: `mask`, then `mask2`)
     kept: bool = False     # a boolean mask is read: where(keep, s, fill) ...
     inverted: bool = False   # ... where(keep, fill, s)
     kept_first: bool = False   # the boolean mask comes before the additive one
@@ -63,7 +64,7 @@ class AttentionKernel:
     def name(self) -> str:
         keep = ("_unkept" if self.inverted else "_kept") + ("_first" if self.kept_first else "") if self.kept else ""
         return (f"snipjit_attention_{self.mr}x{self.score_vectors}x{self.out_vectors}x{self.lanes}_u{self.unroll}"
-                f"{'' if self.fused else '_mul_add'}{'_mask' if self.masked else ''}{keep}"
+                f"{'' if self.fused else '_mul_add'}{'_mask' * self.masked}{keep}"
                 f"{'_causal' if self.causal else ''}{'_safe' if self.safe else ''}")
 
     def scratch_floats(self, sk: int, d: int) -> int:
@@ -137,7 +138,7 @@ def _maximum(g: _Builder, x, y):
 class _Block:
     """What the stores of a block of query rows need: its rows, the rows of its masks, the keys it sees."""
     rows: list
-    mask_rows: list | None
+    mask_rows: list   # per additive mask, its rows
     keep_rows: list | None
     limit: ir.Value    # keys [0, limit) are computed (Sk; fewer for a causal block)
     fill: ir.Value     # a boolean mask's fill value
@@ -147,8 +148,10 @@ def _masked(g: _Builder, block: _Block, j: int, at, inside, value):
     """The score `value` of row j at keys [at, at + lanes) after the masks (`inside`: the lanes < Sk)."""
     b, shape, lanes = g.b, g.shape, g.shape.lanes
 
-    def add(x):   # (masked loads: a mask row may end inside this vector)
-        return b.fadd(x, g.load(g.at(block.mask_rows[j], at), inside))
+    def adder(rows):
+        def add(x):   # (masked loads: a mask row may end inside this vector)
+            return b.fadd(x, g.load(g.at(rows[j], at), inside))
+        return add
 
     def keep(x):
         flags = b.call(g.masked_load_i8, [b.gep(block.keep_rows[j], [at], source_etype=I8), ir.Constant(I32, 1),
@@ -156,8 +159,8 @@ def _masked(g: _Builder, block: _Block, j: int, at, inside, value):
         kept = b.icmp_unsigned("==" if shape.inverted else "!=", flags, ir.Constant(ir.VectorType(I8, lanes), None))
         return b.select(kept, x, g.splat(block.fill, F32))
 
-    steps = ([keep] if shape.kept else []) + ([add] if shape.masked else [])
-    for step in (steps if shape.kept_first else steps[::-1]):
+    adds, keeps = [adder(rows) for rows in block.mask_rows], [keep] if shape.kept else []
+    for step in (keeps + adds if shape.kept_first else adds + keeps):
         value = step(value)
     return value
 
@@ -258,7 +261,7 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
 
     q_base, v_base, o_base = base(Q, "q"), base(V, "v"), base(O, "o")
     _pack_keys(g, base(K, "k"), packed, scale)
-    m_base = base(g.pointer("mask"), "m") if shape.masked else None
+    mask_bases = [base(g.pointer(name), prefix) for name, prefix in (("mask", "m"), ("mask2", "m2"))[:shape.masked]]
     keep = g.pointer("keep") if shape.kept else None
     keep_base = b.gep(keep, [b.add(b.mul(batch, d["keep_b"]), b.mul(head, d["keep_h"]))], source_etype=I8) \
         if shape.kept else None
@@ -272,7 +275,8 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     if shape.causal:   # the keys the block's last row sees, at most Sk
         seen = b.add(b.add(rows[-1], _c(1)), b.sub(d["Sk"], d["Sq"]))
         limit = b.select(b.icmp_signed("<", seen, d["Sk"]), seen, d["Sk"])
-    block = _Block(rows, None if m_base is None else [g.at(m_base, b.mul(r, d["m_s"])) for r in rows],
+    block = _Block(rows, [[g.at(m, b.mul(r, d[prefix + "_s"])) for r in rows]
+                          for m, prefix in zip(mask_bases, ("m", "m2"))],
                    None if keep_base is None else [b.gep(keep_base, [b.mul(r, d["keep_s"])], source_etype=I8)
                                                    for r in rows], limit, fill)
     _scores(g, [g.at(q_base, b.mul(r, d["q_s"])) for r in rows], block, packed, scores, padded, maxima)

@@ -151,8 +151,9 @@ def masked_reference(q, kt, v, masks, scale):
     def keep(x):
         return np.where(masks.keep, masks.fill, x) if masks.inverted else np.where(masks.keep, x, masks.fill)
 
-    steps = ([keep] if masks.keep is not None else []) + ([lambda x: x + masks.mask] if masks.mask is not None else [])
-    for step in (steps if masks.kept_first else steps[::-1]):
+    adds = [lambda x, m=m: x + m for m in (masks.mask, masks.mask2) if m is not None]
+    keeps = [keep] if masks.keep is not None else []
+    for step in (keeps + adds if masks.kept_first else adds + keeps):
         s = step(s)
     if masks.causal:
         sq, sk = s.shape[-2:]
@@ -244,3 +245,28 @@ def test_grouped_query_attention_is_right_through_the_body():
     rng = np.random.default_rng(12)
     x = {n: rng.standard_normal(shp, dtype=np.float32) for n, shp in shapes.items()}
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
+
+
+T5_STYLE = """graph(q: f32[2,3,11,32], k: f32[2,3,32,11], v: f32[2,3,11,32], bias: f32[1,3,11,11],
+                   pad: f32[2,1,1,11]) -> [y] {
+  [s] = MatMul(q, k)
+  [sb] = Add(s, bias)
+  [sm] = Add(sb, pad)
+  [p] = Softmax(sm) {axis = -1}
+  [y] = MatMul(p, v)
+}"""
+
+
+def test_t5_blocks_add_a_position_bias_and_a_padding_mask(level, monkeypatch):
+    fused, plain = snipjit.compile(parse_graph(T5_STYLE)), snipjit.compile(parse_graph(T5_STYLE), mha=False)
+    step = next(s for s in fused.plan if "Softmax" in s.ops)
+    assert step.ops == ["MatMul", "Add", "Add", "Softmax", "MatMul"]
+    monkeypatch.setattr(step.kernel, "reference", None)
+    rng = np.random.default_rng(13)
+    x = {v.name: rng.standard_normal(v.shape, dtype=np.float32) for v in parse_graph(T5_STYLE).inputs}
+    x["pad"] = np.where(np.arange(11) < 8, 0, FLT_MIN).astype(np.float32)[None, None, None].repeat(2, 0)
+    np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+    two_adds_and_a_where = attention.ScoreMasks(x["bias"], x["pad"] > 0, -1e9, mask2=x["pad"])
+    q, kt, v = x["q"], x["k"], x["v"]
+    np.testing.assert_allclose(run(q, kt, v, two_adds_and_a_where, 0.5),
+                               masked_reference(q, kt, v, two_adds_and_a_where, 0.5), rtol=1e-4, atol=1e-5)
