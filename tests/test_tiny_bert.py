@@ -42,7 +42,9 @@ def test_matches_pytorch_for_every_shape_on_one_compilation(compiled, expected):
 def test_fused_kernels_are_used(compiled):
     kinds = {s.kind for s in compiled.plan}
     assert {"snippet", "blas"} <= kinds
-    assert any("Erf" in s.ops for s in compiled.plan if s.kind == "snippet")
+    assert any(s.ops == ["MatMul", "Add", "Gelu"] for s in compiled.plan if s.kind == "blas")   # the GELU in the store
+    attention = [s for s in compiled.plan if "Softmax" in s.ops]   # one attention step per layer, heads included
+    assert len(attention) == 2 and all(s.kind == "snippet" and s.ops.count("Transpose") == 4 for s in attention)
 
 
 def test_shape_computations_do_not_run_per_inference(compiled, expected):

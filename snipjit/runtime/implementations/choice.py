@@ -7,20 +7,12 @@ from __future__ import annotations
 from typing import Callable
 
 from ...ir.graph import Node
-from .attention import build_attention
 from .base import REFERENCE, Implementation, choose_implementation
 from .blas import BLAS
 from .channels_last import NHWC
 from .snippet import SNIPPET
 
-def is_attention_block(node: Node, options: dict) -> bool:
-    return node.op == "Subgraph" and node.attrs.get("pattern") == "mha"
-
-
-# an attention block (a Subgraph of pattern "mha") is a snippet step of its own kernel
-ATTENTION = Implementation("snippet", is_attention_block,
-                           build_attention)
-IMPLEMENTATIONS: tuple[Implementation, ...] = (ATTENTION, SNIPPET, NHWC, BLAS, REFERENCE)
+IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, NHWC, BLAS, REFERENCE)
 
 
 def choose(node: Node, options: dict) -> tuple[str, Callable]:

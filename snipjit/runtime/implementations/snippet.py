@@ -25,6 +25,7 @@ from .snippet_dumps import PassDumper, dump_dir
 from ..errors import KernelBoundsError
 from ..caches.kernel_cache import cache_key, get_kernel_cache
 from ...memory.solver import aligned_empty
+from .attention import build_attention
 from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference
 from ..parallel.native_threads import get_native_pool, scratchpads
 from ..parallel.python_threads import get_pool
@@ -318,11 +319,14 @@ def compile_body(body, options: dict) -> CompiledSnippet:
         raise NotApplicable(str(e)) from e
 
 
-def build_snippet(node: Node, options: dict) -> SnippetKernel:
+def build_snippet(node: Node, options: dict) -> Kernel:
+    """The generated kernel of a Subgraph: the attention kernel for an attention block (pattern "mha"),
+    else its body through the Snippets compiler."""
+    if node.attrs.get("pattern") == "mha":
+        return build_attention(node, options)
     return SnippetKernel(node, compile_body(node.attrs["body"], options), build_reference(node, options), options)
 
 
-SNIPPET = Implementation("snippet", lambda node, options: node.op == "Subgraph" and not node.attrs.get("pattern"),
-                         build_snippet)
+SNIPPET = Implementation("snippet", lambda node, options: node.op == "Subgraph", build_snippet)
 
 __all__ = ["SnippetKernel", "build_snippet"]
