@@ -38,13 +38,19 @@ def describe(body: Graph) -> MHAMatch:
 
 
 # ---- the views ------------------------------------------------------------------------------------
-def _reshaped(a: np.ndarray, target: Sequence[int], allowzero: bool) -> np.ndarray:
-    """ONNX Reshape as a view of `a` (0 copies a dim, -1 is inferred); ValueError when it would copy."""
+def _reshape_dims(a: np.ndarray, target: Sequence[int], allowzero: bool) -> list[int]:
+    """ONNX Reshape's target for `a`: 0 copies a dim, -1 is inferred."""
     dims = [a.shape[i] if t == 0 and not allowzero else int(t) for i, t in enumerate(target)]
     if -1 in dims:
         at = dims.index(-1)
         rest = math.prod(d for i, d in enumerate(dims) if i != at)
         dims[at] = a.size // rest if rest else 0
+    return dims
+
+
+def _reshaped(a: np.ndarray, target: Sequence[int], allowzero: bool) -> np.ndarray:
+    """ONNX Reshape as a view of `a`; ValueError when it would copy."""
+    dims = _reshape_dims(a, target, allowzero)
     view = a.view()
     try:
         view.shape = dims
@@ -58,13 +64,22 @@ def _perm(node: Node, rank: int) -> list[int]:
     return list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
 
 
-def _apply(a: np.ndarray, views: Sequence[Node]) -> np.ndarray:
-    """The block's movement ops on `a`, as views (its scalings are the kernel's scale)."""
+def _apply(a: np.ndarray, views: Sequence[Node], groups: list[int] | None = None) -> np.ndarray:
+    """The block's movement ops on `a`, as views (its scalings are the kernel's scale). With `groups`, the
+    repetition of each key/value head for a group of query heads (grouped-query attention: Unsqueeze,
+    Expand, then a Reshape merging the copies into the heads) is left out, its group size appended."""
     for node in views:
         if node.op == "Transpose":
             a = a.transpose(_perm(node, a.ndim))
         elif node.op == "Reshape":
-            a = _reshaped(a, node.inputs[1].data.tolist(), bool(node.attrs.get("allowzero", 0)))
+            target, allowzero = node.inputs[1].data.tolist(), bool(node.attrs.get("allowzero", 0))
+            repeated = a.ndim == 5 and a.strides[2] == 0 and groups is not None and \
+                _reshape_dims(a, target, allowzero) == [a.shape[0], a.shape[1] * a.shape[2], *a.shape[3:]]
+            if repeated:
+                groups.append(a.shape[2])
+                a = a[:, :, 0]
+            else:
+                a = _reshaped(a, target, allowzero)
         elif node.op == "Unsqueeze":
             rank = a.ndim + node.inputs[1].data.size
             a = np.expand_dims(a, tuple(int(x) % rank for x in node.inputs[1].data.reshape(-1)))
@@ -193,13 +208,17 @@ def _mask_operand(mask: np.ndarray | None, shape: tuple, dtype) -> tuple[np.ndar
 
 
 def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale: float,
-            masks: ScoreMasks = ScoreMasks()) -> AttentionLaunch | None:
+            masks: ScoreMasks = ScoreMasks(), group: int = 1) -> AttentionLaunch | None:
     """The launch computing out = softmax(masks(q @ kt * scale)) @ v on 4-D views (out's batch and heads
-    those of the broadcast operands), or None when the kernel does not take them."""
+    those of the broadcast operands; `group` query heads share each head of kt and v), or None when the
+    kernel does not take them."""
     b, h, sq, dv = out.shape
     d, sk = kt.shape[-2:]
+    if h % group:
+        return None
     try:
-        q, kt, v = (np.broadcast_to(x, (b, h) + x.shape[2:]) for x in (q, kt, v))
+        q = np.broadcast_to(q, (b, h) + q.shape[2:])
+        kt, v = (np.broadcast_to(x, (b, h // group) + x.shape[2:]) for x in (kt, v))
         mask, copied = _mask_operand(masks.mask, (b, h, sq, sk), np.float32)
         mask2, copied2 = _mask_operand(masks.mask2, (b, h, sq, sk), np.float32)
         keep, copied_keep = _mask_operand(masks.keep, (b, h, sq, sk), np.bool_)
@@ -226,7 +245,7 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
     dims = dict(B=b, H=h, Sq=sq, Sk=sk, D=d, Dv=dv, q_b=qs[0], q_h=qs[1], q_s=qs[2], k_b=ks[0], k_h=ks[1],
                 k_s=ks[3], k_d=ks[2], v_b=vs[0], v_h=vs[1], v_s=vs[2], o_b=os_[0], o_h=os_[1], o_s=os_[2],
                 m_b=ms[0], m_h=ms[1], m_s=ms[2], m2_b=m2s[0], m2_h=m2s[1], m2_s=m2s[2], keep_b=keeps[0], keep_h=keeps[1], keep_s=keeps[2],
-                chunks=chunks, chunk_rows=chunk_rows)
+                group=group, chunks=chunks, chunk_rows=chunk_rows)
     params = np.array([scale, masks.fill], np.float32)
     arrays = (q, kt, v, out, mask, params, keep, mask2)
     ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
@@ -247,27 +266,35 @@ class AttentionKernel(Kernel):
         self.slot = {id(v): i for i, v in enumerate(body.inputs)}
         self.reference = ReferenceKernel(node)
 
-    def _operands(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
-        """Q, Kᵀ and V as 4-D views, and the shape of the second product's result (ValueError: no views)."""
+    def _operands(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
+        """Q, Kᵀ and V as 4-D views, the shape of the second product's result, and how many query heads
+        share a key/value head (ValueError: no views)."""
         m = self.block
         sources = (_split(inputs[self.slot[id(m.split.inputs[0])]], m.split) if m.split else
                    {id(x): inputs[self.slot[id(x)]] for x in (m.q, m.k, m.v)})
-        q, kt, v = (_as_4d(_apply(sources[id(x)], views))
-                    for x, views in ((m.q, m.q_views), (m.k, m.k_views), (m.v, m.v_views)))
-        batch = np.broadcast_shapes(q.shape[:2], kt.shape[:2], v.shape[:2])
+        k_groups: list[int] = []
+        v_groups: list[int] = []
+        q = _as_4d(_apply(sources[id(m.q)], m.q_views))
+        kt = _as_4d(_apply(sources[id(m.k)], m.k_views, k_groups))
+        v = _as_4d(_apply(sources[id(m.v)], m.v_views, v_groups))
+        if k_groups != v_groups or len(k_groups) > 1:
+            raise ValueError("keys and values are repeated for the query heads differently")
+        group = k_groups[0] if k_groups else 1
+        heads = (kt.shape[0], kt.shape[1] * group)
+        batch = np.broadcast_shapes(q.shape[:2], heads, (v.shape[0], v.shape[1] * group))
         rank = len(m.context.outputs[0].type.shape)
-        return q, kt, v, (batch + (q.shape[2], v.shape[3]))[4 - rank:]
+        return q, kt, v, (batch + (q.shape[2], v.shape[3]))[4 - rank:], group
 
     def _launch(self, inputs: Sequence[np.ndarray], out: np.ndarray) -> AttentionLaunch | None:
         m = self.block
         try:
-            q, kt, v, product = self._operands(inputs)
+            q, kt, v, product, group = self._operands(inputs)
             target = _as_4d(_output_view(out, m.out_views, product))
         except ValueError:
             return None
         mask, keep, mask2 = (inputs[self.slot[id(x)]] if x is not None else None for x in (m.mask, m.keep, m.mask2))
         masks = ScoreMasks(mask, keep, m.fill, m.inverted, m.kept_first, safe=bool(m.safe), mask2=mask2)
-        return prepare(q, kt, v, target, m.scale, masks)
+        return prepare(q, kt, v, target, m.scale, masks, group)
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         launch = self._launch(inputs, outputs[0]) if outputs[0].size else None

@@ -21,7 +21,8 @@ ABI of the native pool: `fn(ptrs, dims, begin, end, scratch)` computes items [be
 ptrs: see `PTRS` (mask, keep: null when there is none; params: the scale and the fill of a boolean mask).
 dims: see `DIMS`, strides in elements: Q, V and O have unit stride along the head size, K any strides
 (k_s between keys, k_d along the head size). The masks have unit stride along the keys (keep: bytes, 0 is
-false). Dv is a multiple of the output block's width.
+false). Dv is a multiple of the output block's width. `group` query heads share a head of K and V
+(grouped-query attention; 1: each its own).
 """
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ from .counted_loop import I64, CountedLoop, i64 as _c
 from .gemm import F32, I32, _Builder, _k_loop
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
-        "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "m2_b", "m2_h", "m2_s", "keep_b", "keep_h", "keep_s", "chunks",
-        "chunk_rows")
+        "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "m2_b", "m2_h", "m2_s", "keep_b", "keep_h", "keep_s", "group",
+        "chunks", "chunk_rows")
 PTRS = ("Q", "K", "V", "O", "mask", "params", "keep", "mask2")
 I8 = ir.IntType(8)
 
@@ -256,11 +257,12 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     chunk_end = b.add(first_row, d["chunk_rows"])
     rows_end = b.select(b.icmp_signed("<", chunk_end, d["Sq"]), chunk_end, d["Sq"])
 
-    def base(pointer, prefix):
-        return g.at(pointer, b.add(b.mul(batch, d[prefix + "_b"]), b.mul(head, d[prefix + "_h"])))
+    def base(pointer, prefix, h=head):
+        return g.at(pointer, b.add(b.mul(batch, d[prefix + "_b"]), b.mul(h, d[prefix + "_h"])))
 
-    q_base, v_base, o_base = base(Q, "q"), base(V, "v"), base(O, "o")
-    _pack_keys(g, base(K, "k"), packed, scale)
+    shared = b.sdiv(head, d["group"])   # (grouped-query attention: a key/value head per group of heads)
+    q_base, v_base, o_base = base(Q, "q"), base(V, "v", shared), base(O, "o")
+    _pack_keys(g, base(K, "k", shared), packed, scale)
     mask_bases = [base(g.pointer(name), prefix) for name, prefix in (("mask", "m"), ("mask2", "m2"))[:shape.masked]]
     keep = g.pointer("keep") if shape.kept else None
     keep_base = b.gep(keep, [b.add(b.mul(batch, d["keep_b"]), b.mul(head, d["keep_h"]))], source_etype=I8) \
