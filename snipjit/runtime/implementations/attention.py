@@ -244,16 +244,15 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
     from ...targets.llvm.attention import DIMS, PTRS
     dims = dict(B=b, H=h, Sq=sq, Sk=sk, D=d, Dv=dv, q_b=qs[0], q_h=qs[1], q_s=qs[2], k_b=ks[0], k_h=ks[1],
                 k_s=ks[3], k_d=ks[2], v_b=vs[0], v_h=vs[1], v_s=vs[2], o_b=os_[0], o_h=os_[1], o_s=os_[2],
-                m_b=ms[0], m_h=ms[1], m_s=ms[2], m2_b=m2s[0], m2_h=m2s[1], m2_s=m2s[2], keep_b=keeps[0], keep_h=keeps[1], keep_s=keeps[2],
-                group=group, chunks=chunks, chunk_rows=chunk_rows)
+                m_b=ms[0], m_h=ms[1], m_s=ms[2], m2_b=m2s[0], m2_h=m2s[1], m2_s=m2s[2], keep_b=keeps[0],
+                keep_h=keeps[1], keep_s=keeps[2], group=group, chunks=chunks, chunk_rows=chunk_rows)
     params = np.array([scale, masks.fill], np.float32)
     arrays = (q, kt, v, out, mask, params, keep, mask2)
     ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
     scratch = scratchpads(threads, (shape.scratch_floats(sk, d) + 16) * 4)
+    made = (params, mask if copied else None, keep if copied_keep else None, mask2 if copied2 else None)
     return AttentionLaunch(shape, ptrs, (ctypes.c_int64 * len(DIMS))(*(dims[n] for n in DIMS)),
-                           b * h * chunks, threads, scratch, (params, mask if copied else None,
-                                                              keep if copied_keep else None, mask2 if copied2 else None),
-                           copied or copied_keep or copied2)
+                           b * h * chunks, threads, scratch, made, copied or copied_keep or copied2)
 
 
 class AttentionKernel(Kernel):
