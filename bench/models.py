@@ -184,6 +184,14 @@ def bert_model(spec: BertSpec) -> Path:
     return cached(spec.cache_name, lambda path: export_bert(spec, path))
 
 
+def dynamic_bert_model(spec: BertSpec) -> Path:
+    """The BERT encoder quantized with ONNX Runtime's `quantize_dynamic` (int8 weights, the defaults)."""
+    def quantize(path: Path) -> None:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+        quantize_dynamic(str(bert_model(spec)), str(path), weight_type=QuantType.QInt8)
+    return cached(spec.cache_name + "_dynamic_int8", quantize)
+
+
 def bert_feeds(batch: int, sequence: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Random token ids and a padding mask: row i has its last (i+1)*sequence//(batch+2) positions
     masked, so every row has some padding and the rows differ."""

@@ -208,6 +208,18 @@ def _bert(batch: int, sequence: int) -> Workload:
     )
 
 
+def _dynamic_bert(batch: int, sequence: int) -> Workload:
+    return Workload(
+        f"bert_int8_b{batch}_s{sequence}",
+        "quantized",
+        f"the BERT encoder quantized with onnxruntime's quantize_dynamic (int8 weights), batch {batch}, "
+        f"sequence {sequence}",
+        lambda: models.dynamic_bert_model(BERT),
+        lambda rng: models.bert_feeds(batch, sequence, BERT.vocab, rng),
+        requires=("torch", "transformers", "onnxruntime"),
+    )
+
+
 def _gpt2(batch: int, sequence: int) -> Workload:
     return Workload(
         f"gpt2_b{batch}_s{sequence}",
@@ -307,6 +319,8 @@ WORKLOADS: dict[str, Workload] = {
         _layernorm((64, 4096)),
         _bert(1, 128),
         _bert(8, 128),
+        _dynamic_bert(1, 128),
+        _dynamic_bert(8, 128),
         _gpt2(1, 128),
         _vit(1),
         *(_zoo(name) for name in ("resnet50", "densenet121", "inception_v1", "squeezenet", "shufflenet")),

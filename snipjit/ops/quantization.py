@@ -277,8 +277,11 @@ def dequantize_linear(ctx: OpContext, x, x_scale, x_zero_point=None):
     exact, the product is computed in float32 and rounded once to the output type."""
     wanted = _dtype_attr(ctx, "output_dtype")
     out = x_scale.dtype if wanted is None else wanted.np
-    scale, zero_point = _spread_pair(ctx, x, x_scale, x_zero_point, DQ_NAMES)
     math_dtype = compute_dtype(out)
+    if x_scale.size == 1 and x.dtype.itemsize <= 2 and integer_range(x.dtype) is not None and math_dtype == f32.np:
+        zero = 0 if x_zero_point is None else np.float32(np.asarray(x_zero_point).reshape(-1)[0])
+        return ((x.astype(np.float32) - zero) * np.float32(x_scale.reshape(-1)[0])).astype(out)   # (exact difference)
+    scale, zero_point = _spread_pair(ctx, x, x_scale, x_zero_point, DQ_NAMES)
     return (centered(x, zero_point).astype(math_dtype) * scale.astype(math_dtype)).astype(out)
 
 

@@ -54,3 +54,21 @@ def test_quantized_values_read_elsewhere_keep_the_dynamic_quantizer():
 ])
 def test_other_products_stay(graph):
     assert "MatMulInteger" in [n.op for n in float_integer_products(parse_graph(graph)).nodes]
+
+
+def test_symmetric_int8_weights_become_one_int8_product(level):
+    """quantize_dynamic's default (int8 weights, zero point 0): one DynamicQuantizedMatMul of the float
+    activations, run as an int8 step at every ISA level with the integer product's exact values."""
+    before = parse_graph(model(weights_zero="0"))
+    after = float_integer_products(before.copy())
+    after.validate()
+    ops = [n.op for n in after.nodes]
+    assert ops[-1] == "DynamicQuantizedMatMul" and "MatMulInteger" not in ops and "MatMul" not in ops
+    cm = snipjit.compile(before)
+    assert [s.kind for s in cm.plan if "DynamicQuantizedMatMul" in s.ops] == ["int8"]
+    for x in [(rng.standard_normal((2, 5, 24)) * 3).astype(np.float32), np.zeros((2, 5, 24), np.float32),
+              np.abs(rng.standard_normal((2, 5, 24))).astype(np.float32)]:
+        want = run_graph_reference(before, [x])[0]
+        np.testing.assert_array_equal(run_graph_reference(after, [x])[0], want)
+        np.testing.assert_array_equal(cm.run({"x": x})[0], want)
+    assert "MatMul" in [n.op for n in float_integer_products(before.copy(), {"int8": False}).nodes]

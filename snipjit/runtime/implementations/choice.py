@@ -1,6 +1,7 @@
 """What a program step can run on. The program asks these in order and takes the first that accepts
 the node: a generated `snippet` kernel for a fused Subgraph, else the `nhwc` convolutions and pools
-on channels-last tensors, else the `blas` products (MatMul, Gemm, Conv on the generated GEMM), else
+on channels-last tensors, else the `blas` products (MatMul, Gemm, Conv on the generated GEMM), the
+`int8` products (dynamically quantized MatMuls on the int8 GEMM), else
 the op's NumPy `reference` kernel, which accepts every node."""
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from ...ir.graph import Node
 from .base import REFERENCE, Implementation, choose_implementation
 from .blas import BLAS
 from .channels_last import NHWC
+from .int8 import INT8
 from .snippet import SNIPPET
 
-IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, NHWC, BLAS, REFERENCE)
+IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, NHWC, BLAS, INT8, REFERENCE)
 
 
 def choose(node: Node, options: dict) -> tuple[str, Callable]:
