@@ -112,16 +112,16 @@ def _centered_dynamic_quantize(dql: Node) -> tuple[list[Node], tuple[Value, Valu
 
 
 def _extremes(step: NodeWriter, x: Value) -> tuple[Value, Value]:
-    """x's minimum and maximum as [1, 1] values: per row of x's last axis (a parallel kernel), then of the
-    rows' results (a short one); in one pass when the last axis is not static."""
+    """x's minimum and maximum as [1, 1] values: along x's last axis (a parallel kernel, which the kernel
+    making x can take in), then of those (a short one)."""
     last = step.const("last", np.array([-1], np.int64))
-    width = x.type.shape[-1] if x.type.shape else None
-    if not isinstance(width, int):
-        row = step("Reshape", [x, step.const("row", np.array([1, -1], np.int64))], (1, None))
-        return tuple(step(op, [row, last], (1, 1), {"keepdims": 1}) for op in ("ReduceMin", "ReduceMax"))
-    rows = step("Reshape", [x, step.const("rows", np.array([-1, width], np.int64))], (None, width))
     flat = step.const("flat", np.array([1, -1], np.int64))
-    return tuple(step(op, [step("Reshape", [step(op, [rows, last], (None, 1), {"keepdims": 1}), flat], (1, None)),
+    shape = x.type.shape
+    if len(shape) < 2:
+        row = step("Reshape", [x, flat], (1, None))
+        return tuple(step(op, [row, last], (1, 1), {"keepdims": 1}) for op in ("ReduceMin", "ReduceMax"))
+    per_row = tuple(shape[:-1]) + (1,)
+    return tuple(step(op, [step("Reshape", [step(op, [x, last], per_row, {"keepdims": 1}), flat], (1, None)),
                            last], (1, 1), {"keepdims": 1}) for op in ("ReduceMin", "ReduceMax"))
 
 
