@@ -20,7 +20,7 @@ import numpy as np
 from ...ir.graph import Graph, Node
 from ...passes.tokenize_mha import MHAMatch, match_mha
 from ..caches.object_cache import native_kernel
-from ..parallel.native_threads import get_native_pool, scratchpads
+from ..parallel.native_threads import get_native_pool, run_items, scratchpads
 from . import gemm_launch
 from .base import Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
 
@@ -171,12 +171,7 @@ class AttentionLaunch:
         self.address, self.fn = _compiled(self.shape)   # (looked up once: a launch is microseconds)
 
     def run(self) -> None:
-        pool = get_native_pool()
-        if pool is not None and self.threads > 1:
-            pool.run(self.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items, 1,
-                     self.scratch.base, self.scratch.stride)
-        else:
-            self.fn(self.ptrs, self.dims, 0, self.items, self.scratch.base)
+        run_items(self.address, self.fn, self.ptrs, self.dims, self.items, self.threads, self.scratch)
 
 
 def _elements(a: np.ndarray) -> list[int]:

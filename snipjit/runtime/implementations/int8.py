@@ -18,7 +18,7 @@ import numpy as np
 from ...ir.graph import Node
 from ...memory.solver import aligned_empty
 from ..caches.object_cache import native_kernel
-from ..parallel.native_threads import get_native_pool, scratchpads
+from ..parallel.native_threads import get_native_pool, run_items, scratchpads
 from . import gemm_launch
 from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel
 
@@ -87,12 +87,7 @@ class Int8Launch:
 
     def run(self, scale: float, zero: float) -> None:
         self.params[0], self.params[1] = scale, zero
-        pool = get_native_pool()
-        if pool is not None and self.threads > 1:
-            pool.run(self.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items, 1,
-                     self.scratch.base, self.scratch.stride)
-        else:
-            self.fn(self.ptrs, self.dims, 0, self.items, self.scratch.base)
+        run_items(self.address, self.fn, self.ptrs, self.dims, self.items, self.threads, self.scratch)
 
 
 def prepare(x: np.ndarray, packed: PackedInt8, out: np.ndarray) -> Int8Launch | None:

@@ -185,3 +185,13 @@ def get_native_pool() -> NativePool | None:
             _pool = new_native_pool(default_threads())
             _single = _pool is None
         return _pool
+
+
+def run_items(address: int, fn, ptrs, dims, items: int, threads: int, scratch: Scratchpads) -> None:
+    """Run a kernel of the `KernelFunction` ABI over work items [0, items): one item at a time on the
+    native pool when `threads` > 1 (and there is one), else through `fn`, its ctypes callable, here."""
+    pool = get_native_pool()
+    if pool is not None and threads > 1:
+        pool.run(address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, scratch.base, scratch.stride)
+    else:
+        fn(ptrs, dims, 0, items, scratch.base)
