@@ -1,7 +1,7 @@
 """What a program step can run on. The program asks these in order and takes the first that accepts
 the node: a generated `snippet` kernel for a fused Subgraph, else the `nhwc` convolutions and pools
 on channels-last tensors, else the `blas` products (MatMul, Gemm, Conv on the generated GEMM), the
-`int8` products (dynamically quantized MatMuls on the int8 GEMM), else
+`int8` products (dynamically quantized MatMuls on the int8 GEMM), the `recurrent` LSTMs, else
 the op's NumPy `reference` kernel, which accepts every node."""
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from .base import REFERENCE, Implementation, choose_implementation
 from .blas import BLAS
 from .channels_last import NHWC
 from .int8 import INT8
+from .recurrent import RECURRENT
 from .snippet import SNIPPET
 
-IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, NHWC, BLAS, INT8, REFERENCE)
+IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, NHWC, BLAS, INT8, RECURRENT, REFERENCE)
 
 
 def choose(node: Node, options: dict) -> tuple[str, Callable]:
