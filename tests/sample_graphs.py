@@ -10,3 +10,32 @@ WIDE = """graph(x: f32[?], y: f32[?]) -> [z] {
   [f] = Mul(c, d)
   [z] = Sub(e, f)
 }"""
+
+
+def attention_block(batch: str, seq: str, heads: int, size: int, scale: float, fused_qkv: bool = False) -> str:
+    """A BERT-style self-attention block as exporters write it: projections [batch, seq, heads·size] (or one
+    fused [batch, seq, 3·heads·size] projection Split into them), the head split, Q·Kᵀ, the scale, an
+    additive key mask `mask` [batch, 1, 1, seq], Softmax, ·V and the head merge, into y."""
+    width = heads * size
+    projections = (f"x: f32[{batch},{seq},{3 * width}]" if fused_qkv else
+                   ", ".join(f"{n}: f32[{batch},{seq},{width}]" for n in "qkv"))
+    split = f"  [q, k, v] = Split(x, sizes) {{axis = -1}}\n" if fused_qkv else ""
+    return f"""graph({projections}, mask: f32[{batch},1,1,{seq}]) -> [y] {{
+  const sizes: i64[3] = [{width}, {width}, {width}]
+  const split: i64[4] = [0, 0, {heads}, {size}]
+  const merge: i64[3] = [0, 0, {width}]
+  const scale: f32[] = {scale}
+{split}  [qr] = Reshape(q, split)
+  [qh] = Transpose(qr) {{perm = [0, 2, 1, 3]}}
+  [kr] = Reshape(k, split)
+  [kt] = Transpose(kr) {{perm = [0, 2, 3, 1]}}
+  [vr] = Reshape(v, split)
+  [vh] = Transpose(vr) {{perm = [0, 2, 1, 3]}}
+  [s] = MatMul(qh, kt)
+  [ss] = Mul(s, scale)
+  [sm] = Add(ss, mask)
+  [p] = Softmax(sm) {{axis = -1}}
+  [o] = MatMul(p, vh)
+  [ot] = Transpose(o) {{perm = [0, 2, 1, 3]}}
+  [y] = Reshape(ot, merge)
+}}"""

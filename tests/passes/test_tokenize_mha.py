@@ -10,26 +10,10 @@ from snipjit.ir.text import print_graph
 from snipjit.ops.interpreter import run_graph_reference
 from snipjit.passes.eliminate_identities import eliminate_identities
 from snipjit.passes.tokenize_mha import tokenize_mha
+from sample_graphs import attention_block
 
 # BERT's self-attention as exported: projections [2, 5, 8] split into 2 heads of 4
-BERT_STYLE = """graph(q: f32[2,5,8], k: f32[2,5,8], v: f32[2,5,8], mask: f32[2,1,1,5]) -> [y] {
-  const split: i64[4] = [0, 0, 2, 4]
-  const merge: i64[3] = [0, 0, 8]
-  const scale: f32[] = 0.5
-  [qr] = Reshape(q, split)
-  [qh] = Transpose(qr) {perm = [0, 2, 1, 3]}
-  [kr] = Reshape(k, split)
-  [kt] = Transpose(kr) {perm = [0, 2, 3, 1]}
-  [vr] = Reshape(v, split)
-  [vh] = Transpose(vr) {perm = [0, 2, 1, 3]}
-  [s] = MatMul(qh, kt)
-  [ss] = Mul(s, scale)
-  [sm] = Add(ss, mask)
-  [p] = Softmax(sm) {axis = -1}
-  [o] = MatMul(p, vh)
-  [ot] = Transpose(o) {perm = [0, 2, 1, 3]}
-  [y] = Reshape(ot, merge)
-}"""
+BERT_STYLE = attention_block("2", "5", heads=2, size=4, scale=0.5)
 
 
 def feeds(graph, seed=0):
@@ -120,26 +104,7 @@ def test_compiled_blocks_match_the_unfused_graph(batch):
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
 
 
-FUSED_QKV = """graph(x: f32[2,5,24], mask: f32[2,1,5,5]) -> [y] {
-  const sizes: i64[3] = [8, 8, 8]
-  const split: i64[4] = [0, 0, 2, 4]
-  const merge: i64[3] = [0, 0, 8]
-  const scale: f32[] = 0.5
-  [q, k, v] = Split(x, sizes) {axis = 2}
-  [qr] = Reshape(q, split)
-  [qh] = Transpose(qr) {perm = [0, 2, 1, 3]}
-  [kr] = Reshape(k, split)
-  [kt] = Transpose(kr) {perm = [0, 2, 3, 1]}
-  [vr] = Reshape(v, split)
-  [vh] = Transpose(vr) {perm = [0, 2, 1, 3]}
-  [s] = MatMul(qh, kt)
-  [ss] = Mul(s, scale)
-  [sm] = Add(ss, mask)
-  [p] = Softmax(sm) {axis = -1}
-  [o] = MatMul(p, vh)
-  [ot] = Transpose(o) {perm = [0, 2, 1, 3]}
-  [y] = Reshape(ot, merge)
-}"""
+FUSED_QKV = attention_block("2", "5", heads=2, size=4, scale=0.5, fused_qkv=True)
 
 
 def test_the_split_of_a_fused_projection_is_taken_in_when_only_the_block_reads_it():

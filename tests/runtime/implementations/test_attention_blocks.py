@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import snipjit
 from snipjit import parse_graph
 from snipjit.runtime.implementations import attention, gemm_launch
+from sample_graphs import attention_block
 
 pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
 FLT_MIN = float(np.finfo(np.float32).min)
@@ -98,24 +99,7 @@ def test_layouts_the_kernel_does_not_take_are_refused():
                              1.0) is None   # 20 is not a multiple of the vectors
 
 
-BLOCK = """graph(q: f32[batch,seq,128], k: f32[batch,seq,128], v: f32[batch,seq,128], m: f32[batch,1,1,seq]) -> [y] {
-  const split: i64[4] = [0, 0, 4, 32]
-  const merge: i64[3] = [0, 0, 128]
-  const scale: f32[] = 0.17677669
-  [qr] = Reshape(q, split)
-  [qh] = Transpose(qr) {perm = [0, 2, 1, 3]}
-  [kr] = Reshape(k, split)
-  [kt] = Transpose(kr) {perm = [0, 2, 3, 1]}
-  [vr] = Reshape(v, split)
-  [vh] = Transpose(vr) {perm = [0, 2, 1, 3]}
-  [s] = MatMul(qh, kt)
-  [ss] = Mul(s, scale)
-  [sm] = Add(ss, m)
-  [p] = Softmax(sm) {axis = -1}
-  [o] = MatMul(p, vh)
-  [ot] = Transpose(o) {perm = [0, 2, 1, 3]}
-  [y] = Reshape(ot, merge)
-}"""
+BLOCK = attention_block("batch", "seq", heads=4, size=32, scale=0.17677669)
 
 
 def test_compiled_blocks_run_the_kernel_for_every_batch_and_sequence(level, monkeypatch):
@@ -126,21 +110,18 @@ def test_compiled_blocks_run_the_kernel_for_every_batch_and_sequence(level, monk
     rng = np.random.default_rng(8)
     for batch, seq in ((1, 7), (3, 50), (2, 128), (1, 7)):
         x = {n: rng.standard_normal((batch, seq, 128), dtype=np.float32) for n in "qkv"}
-        x["m"] = np.where(rng.random((batch, 1, 1, seq)) < 0.2, FLT_MIN, 0).astype(np.float32)
+        x["mask"] = np.where(rng.random((batch, 1, 1, seq)) < 0.2, FLT_MIN, 0).astype(np.float32)
         np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_a_fused_projection_split_into_q_k_and_v_is_read_in_place(level, monkeypatch):
-    text = BLOCK.replace("q: f32[batch,seq,128], k: f32[batch,seq,128], v: f32[batch,seq,128]", "x: f32[batch,seq,384]")
-    text = text.replace("  [qr] = Reshape(q, split)",
-                        "  [q, k, v] = Split(x, sizes) {axis = -1}\n  [qr] = Reshape(q, split)")
-    text = text.replace("  const scale:", "  const sizes: i64[3] = [128, 128, 128]\n  const scale:")
+    text = attention_block("batch", "seq", heads=4, size=32, scale=0.17677669, fused_qkv=True)
     fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
     step = next(s for s in fused.plan if "Softmax" in s.ops)
     assert step.ops[0] == "Split" and isinstance(step.kernel, attention.AttentionKernel)
     monkeypatch.setattr(step.kernel, "reference", None)
     rng = np.random.default_rng(9)
-    x = {"x": rng.standard_normal((2, 33, 384), dtype=np.float32), "m": np.zeros((2, 1, 1, 33), np.float32)}
+    x = {"x": rng.standard_normal((2, 33, 384), dtype=np.float32), "mask": np.zeros((2, 1, 1, 33), np.float32)}
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
 
 
