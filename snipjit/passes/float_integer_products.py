@@ -106,6 +106,7 @@ def _centered_dynamic_quantize(dql: Node) -> tuple[list[Node], tuple[Value, Valu
     top = step.const("top", np.float32(255))
     z = step("Round", [step("Clip", [step("Sub", [zero, step("Div", [lo, wide], (1, 1))], (1, 1)), zero, top],
                             (1, 1))], (1, 1))
+    z = step("Reshape", [z, step.const("scalar_zero", np.zeros(0, np.int64))], ())   # (keeps x's rank below)
     q = step("Clip", [step("Add", [step("Round", [step("Div", [x, scale], x.type.shape)], x.type.shape), z],
                            x.type.shape), zero, top], x.type.shape)
     return step.nodes, (step("Sub", [q, z], x.type.shape), z)

@@ -6,7 +6,8 @@ Exporters order and group the operations differently (x·0.5·(1 + erf(x/√2)),
 0.044715·x³))), divisions for multiplications...), so a candidate is recognised by what it computes: the
 elementwise nodes between a value x and a Mul that read nothing but x, each other and scalar constants,
 whose intermediate results nothing else reads, are evaluated on sample points and compared with both
-GELUs. Only groups containing an Erf or a Tanh are tried.
+GELUs. Only groups containing an Erf or a Tanh are tried. The one difference: at x = -inf the Gelu gives
+-0, its limit, where the written-out arithmetic computes -inf · 0 = NaN.
 """
 from __future__ import annotations
 

@@ -240,7 +240,9 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     if not _used_once(probabilities, uses, outputs):
         return None
     mask, mask2 = (between.adds + [None, None])[:2]
-    safe = [] if mask2 is not None else _safe_softmax(uses[probabilities][0][0], probabilities, mask, uses, outputs)
+    # (the kernel zeroes rows of -inf scores: the same rows as the graph only when one additive mask makes them)
+    safe = [] if mask2 is not None or between.keep is not None else \
+        _safe_softmax(uses[probabilities][0][0], probabilities, mask, uses, outputs)
     if safe:
         probabilities = safe[-1].outputs[0]
         if not _used_once(probabilities, uses, outputs):

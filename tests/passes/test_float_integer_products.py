@@ -72,3 +72,19 @@ def test_symmetric_int8_weights_become_one_int8_product(level):
         np.testing.assert_array_equal(run_graph_reference(after, [x])[0], want)
         np.testing.assert_array_equal(cm.run({"x": x})[0], want)
     assert "MatMul" in [n.op for n in float_integer_products(before.copy(), {"int8": False}).nodes]
+
+
+@pytest.mark.parametrize("weights_zero, options", [("0", {}), ("0", {"int8": False}), ("3", {})])
+def test_a_vector_of_activations(weights_zero, options):
+    """A rank-1 x: the zero point the range gives is a scalar, so the products keep x's rank."""
+    w = ", ".join(str(v) for v in rng.integers(-128, 128, 24 * 16))
+    text = f"""graph(x: f32[24]) -> [y: f32[16]] {{
+      const w: i8[24,16] = [{w}]
+      const wz: i8[] = {weights_zero}
+      [q: u8[24], s: f32[], z: u8[]] = DynamicQuantizeLinear(x)
+      [p: i32[16]] = MatMulInteger(q, w, z, wz)
+      [y: f32[16]] = Cast(p) {{to = 1}}
+    }}"""
+    x = (rng.standard_normal(24) * 3).astype(np.float32)
+    want = run_graph_reference(parse_graph(text), [x])[0]
+    np.testing.assert_array_equal(snipjit.compile(parse_graph(text), **options).run({"x": x})[0], want)

@@ -186,7 +186,8 @@ class ScoreMasks:
     fill: float = 0.0
     inverted: bool = False
     kept_first: bool = False         # the Where comes before the Add
-    causal: bool = False             # keys past a row's position (key > row + Sk - Sq) score -inf
+    causal: bool = False             # keys past a row's position (key > row + Sk - Sq) score -inf (set by callers
+    #                                  of `prepare`: graphs give causal masks as tensors, the boolean or additive path)
     safe: bool = False               # a row whose scores are all -inf gives zeros (else NaN)
     mask2: np.ndarray | None = None  # added after `mask`
 
@@ -308,8 +309,13 @@ class AttentionKernel(Kernel):
         return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        m = self.block
         try:
-            product = self._operands(inputs)[3]
+            q, kt, _, product, _ = self._operands(inputs)
+            scores = product[:-1] + (kt.shape[-1],)
+            for mask in (m.mask, m.mask2, m.keep):   # (a mask that widens the batch: the body's result is wider)
+                if mask is not None and np.broadcast_shapes(inputs[self.slot[id(mask)]].shape, scores) != scores:
+                    return self.reference(inputs)
             probe = np.lib.stride_tricks.as_strided(np.empty(1, np.float32), product, [0] * len(product))
             out = np.empty(_apply(probe, self.block.out_views).shape, np.float32)
         except ValueError:

@@ -121,7 +121,7 @@ class RecurrentKernel(Kernel):
         xw = np.empty((rows.shape[0], gates), np.float32)
         pool = get_native_pool()
         threads = min(batch, pool.threads if pool is not None else 1)
-        scratch = scratchpads(threads, (gates + 3 * hidden) * 4)
+        scratch = scratchpads(pool.threads if pool is not None else 1, (gates + 3 * hidden) * 4)   # (any may run one)
         from ...targets.llvm.recurrence import DIMS, PTRS
         for d in range(d_count):
             if not gemm_launch.matmul(rows, self.packed[d], xw, self.bias[d]):

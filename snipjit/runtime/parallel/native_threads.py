@@ -52,6 +52,11 @@ class Scratchpads:
     base: int
     stride: int
 
+    @property
+    def slots(self) -> int | None:
+        """How many threads have one (None: no scratch, any number)."""
+        return None if not self.stride else self.memory.nbytes // self.stride
+
 
 def scratchpads(threads: int, nbytes: int) -> Scratchpads:
     stride = -(-nbytes // 64) * 64
@@ -189,9 +194,10 @@ def get_native_pool() -> NativePool | None:
 
 def run_items(address: int, fn, ptrs, dims, items: int, threads: int, scratch: Scratchpads) -> None:
     """Run a kernel of the `KernelFunction` ABI over work items [0, items): one item at a time on the
-    native pool when `threads` > 1 (and there is one), else through `fn`, its ctypes callable, here."""
+    native pool when `threads` > 1 (and there is one, and a scratchpad for each of its threads: any of
+    them may take an item), else through `fn`, its ctypes callable, here."""
     pool = get_native_pool()
-    if pool is not None and threads > 1:
+    if pool is not None and threads > 1 and (scratch.slots is None or scratch.slots >= pool.threads):
         pool.run(address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, scratch.base, scratch.stride)
     else:
         fn(ptrs, dims, 0, items, scratch.base)

@@ -254,3 +254,47 @@ def test_t5_blocks_add_a_position_bias_and_a_padding_mask(level, monkeypatch):
     q, kt, v = x["q"], x["k"], x["v"]
     np.testing.assert_allclose(run(q, kt, v, two_adds_and_a_where, 0.5),
                                masked_reference(q, kt, v, two_adds_and_a_where, 0.5), rtol=1e-4, atol=1e-5)
+
+
+SAFE_WITH_KEEP = """graph(q: f32[1,2,4,32], k: f32[1,2,32,6], v: f32[1,2,6,32], keep: bool[1,1,4,6],
+                          m: f32[1,1,4,6]) -> [y] {
+  const fill: f32[] = -inf
+  const zero: f32[] = 0.0
+  const axes: i64[1] = [-1]
+  [s] = MatMul(q, k)
+  [w] = Where(keep, s, fill)
+  [sm] = Add(w, m)
+  [p] = Softmax(sm) {axis = -1}
+  [rm] = ReduceMax(m, axes) {keepdims = 1}
+  [eq] = Equal(rm, fill)
+  [ps] = Where(eq, zero, p)
+  [y] = MatMul(ps, v)
+}"""
+
+
+def test_zero_rows_only_where_the_additive_mask_makes_them():
+    """ONNX Attention's zero rows come from its additive mask alone: a row the boolean mask empties stays NaN."""
+    rng = np.random.default_rng(14)
+    x = {v.name: rng.standard_normal(v.shape).astype(np.float32) for v in parse_graph(SAFE_WITH_KEEP).inputs}
+    x["keep"] = np.ones((1, 1, 4, 6), bool)
+    x["keep"][..., 1, :] = False
+    x["m"] = np.zeros((1, 1, 4, 6), np.float32)
+    x["m"][..., 2, :] = -np.inf
+    got = snipjit.compile(parse_graph(SAFE_WITH_KEEP)).run(x)[0]
+    want = snipjit.compile(parse_graph(SAFE_WITH_KEEP), mha=False).run(x)[0]
+    assert np.isnan(got[:, :, 1]).all() and (got[:, :, 2] == 0).all()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_mask_wider_than_the_operands_when_called_directly():
+    """A step called without a planned output: a mask that widens the batch gives the body's wider result."""
+    text = """graph(q: f32[2,5,32], k: f32[2,32,7], v: f32[2,7,32], m: f32[3,1,5,7]) -> [y] {
+      [s] = MatMul(q, k)
+      [sm] = Add(s, m)
+      [p] = Softmax(sm) {axis = -1}
+      [y] = MatMul(p, v)
+    }"""
+    rng = np.random.default_rng(15)
+    x = [rng.standard_normal(shape, dtype=np.float32) for shape in ((2, 5, 32), (2, 32, 7), (2, 7, 32), (3, 1, 5, 7))]
+    step = next(s for s in snipjit.compile(parse_graph(text)).plan if "Softmax" in s.ops)
+    np.testing.assert_allclose(step.kernel(x)[0], step.kernel.reference(x)[0], rtol=1e-5, atol=1e-6)

@@ -93,3 +93,26 @@ def test_workers_wake_after_sleeping(mark):
     time.sleep(0.05)   # longer than the spin phase: the workers sleep on the futex
     _, counts, _, parallel = run_mark(pool, mark[1], 256, 1)
     assert parallel and (counts == 1).all()
+
+
+def test_items_run_here_when_not_every_pool_thread_has_a_scratchpad(monkeypatch):
+    """Any pool thread may take an item, and thread t uses scratchpad t: a launch with fewer scratchpads
+    than the pool has threads runs on the calling thread instead (it would write past them)."""
+    from snipjit.runtime.parallel import native_threads as nt
+
+    class Pool:
+        threads = 8
+        launched = 0
+
+        def run(self, *args):
+            Pool.launched += 1
+
+    monkeypatch.setattr(nt, "get_native_pool", lambda: Pool())
+    ptrs, dims, here = (ctypes.c_void_p * 1)(), (ctypes.c_int64 * 1)(), []
+    for slots, expected_here in ((2, 1), (8, 0)):
+        here.clear()
+        nt.run_items(0, lambda *args: here.append(args), ptrs, dims, 4, 2, nt.scratchpads(slots, 64))
+        assert len(here) == expected_here
+    assert Pool.launched == 1
+    nt.run_items(0, lambda *args: here.append(args), ptrs, dims, 4, 2, nt.scratchpads(2, 0))   # (no scratch)
+    assert Pool.launched == 2
