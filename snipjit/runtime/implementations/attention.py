@@ -26,6 +26,9 @@ from .base import Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
 ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted per thread
+ONE_KEY_BLOCK = 1024                   # up to this many keys, one key block (the whole row of scores)
+KEY_BLOCK = 512                        # else blocks of about this many keys, an online softmax over them
+MAX_CHUNK_ROWS = 256                   # ... and work items of at most this many query rows
 
 
 def describe(body: Graph) -> MHAMatch:
@@ -234,6 +237,8 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
     blocks = -(-sq // shape.mr)
     chunks = min(blocks, -(-ITEMS_PER_THREAD * threads // (b * h))) if threads > 1 else 1
     chunk_rows = -(-blocks // chunks) * shape.mr
+    if sk > ONE_KEY_BLOCK:   # (a chunk accumulates its output rows in the scratchpad: a few hundred at most)
+        chunk_rows = min(chunk_rows, -(-MAX_CHUNK_ROWS // shape.mr) * shape.mr)
     chunks = -(-sq // chunk_rows)
     qs, ks, vs, os_ = _elements(q), _elements(kt), _elements(v), _elements(out)
     ms, m2s, keeps = (_elements(x) if x is not None else [0, 0, 0, 0] for x in (mask, mask2, keep))
@@ -245,7 +250,10 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
     params = np.array([scale, masks.fill], np.float32)
     arrays = (q, kt, v, out, mask, params, keep, mask2)
     ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
-    scratch = scratchpads(threads, (shape.scratch_floats(sk, d) + 16) * 4)
+    kb = -(-sk // shape.nr) * shape.nr if sk <= ONE_KEY_BLOCK else max(1, KEY_BLOCK // shape.nr) * shape.nr
+    dims["kb"] = kb
+    scratch = scratchpads(pool.threads if pool is not None else 1,
+                          (shape.scratch_floats(kb, d, dv, chunk_rows) + 16) * 4)
     made = (params, mask if copied else None, keep if copied_keep else None, mask2 if copied2 else None)
     return AttentionLaunch(shape, ptrs, (ctypes.c_int64 * len(DIMS))(*(dims[n] for n in DIMS)),
                            b * h * chunks, threads, scratch, made, copied or copied_keep or copied2)

@@ -4,25 +4,30 @@ around a fused softmax). Both products are the GEMM generator's K loop (`gemm._k
 blocks of its kind; nothing here multiplies matrices another way.
 
 A work item is a chunk of query rows of one (batch entry, head); the kernel follows the `KernelFunction`
-ABI of the native pool: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end). Per item:
-1. Kᵀ of the (batch entry, head), times the scale, is packed into the scratchpad as panels of NR keys
-   ([D, NR] each, zeros past Sk), so the first product streams it like a packed GEMM operand. K is read
-   through its strides: the head split (a Reshape and Transpose of the projection) costs no copy.
-2. For each block of `mr` query rows (a last short block repeats its last row): the scores block
-   [mr, Skp] = Q rows · packed Kᵀ, panel by panel (the K loop runs over the head size D).
+ABI of the native pool: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end). The keys are
+taken `kb` at a time (all of them in one block for short sequences; for long ones an online softmax over
+blocks keeps the scratchpad small), per key block:
+1. The block's Kᵀ, times the scale, is packed into the scratchpad as panels of NR keys ([D, NR] each,
+   zeros past the block), so the first product streams it like a packed GEMM operand. K is read through
+   its strides: the head split (a Reshape and Transpose of the projection) costs no copy.
+2. For each block of `mr` query rows of the chunk (a last short block repeats its last row): the scores
+   [mr, kb] = Q rows · packed Kᵀ, panel by panel (the K loop runs over the head size D).
 3. As the scores are stored: the masks, in the block's order — an additive mask (+ mask), a boolean one
    (where(keep, s, fill)), both broadcast through strides — then, `causal`, -inf for keys past the row's
-   position (key j > row + Sk - Sq); the running maximum per row. Then per row exp(s - max) in place,
-   and its sum. Keys past Sk count as -inf. A causal block computes only the keys its last row sees.
-   A row of -inf scores (every key masked) gives NaN as Softmax does, or zeros when `safe`.
-4. The output rows = P · V (the K loop over the keys; B is V's rows in place), times 1/sum, stored
-   through O's strides: straight into the merged-heads layout when the output transpose was absorbed.
+   position (key j > row + Sk - Sq); the maximum per row. A causal row block computes only the keys its
+   last row sees.
+4. Per row: the new maximum m' (with the row's maximum so far m), exp(s - m') in place and its sum; the
+   row's accumulated output and sum are rescaled by exp(m - m') and P · V (the K loop over the block's
+   keys; B is V's rows in place) and the sum added.
+After the last key block, each output row is its accumulation over its sum, stored through O's strides:
+straight into the merged-heads layout when the output transpose was absorbed. A row of -inf scores
+(every key masked) gives NaN as Softmax does, or zeros when `safe`.
 
 ptrs: see `PTRS` (mask, keep: null when there is none; params: the scale and the fill of a boolean mask).
 dims: see `DIMS`, strides in elements: Q, V and O have unit stride along the head size, K any strides
 (k_s between keys, k_d along the head size). The masks have unit stride along the keys (keep: bytes, 0 is
 false). Dv is a multiple of the output block's width. `group` query heads share a head of K and V
-(grouped-query attention; 1: each its own).
+(grouped-query attention; 1: each its own). kb is a multiple of NR.
 """
 from __future__ import annotations
 
@@ -36,7 +41,7 @@ from .gemm import F32, I32, _Builder, _k_loop
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
         "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "m2_b", "m2_h", "m2_s", "keep_b", "keep_h", "keep_s", "group",
-        "chunks", "chunk_rows")
+        "chunks", "chunk_rows", "kb")
 PTRS = ("Q", "K", "V", "O", "mask", "params", "keep", "mask2")
 I8 = ir.IntType(8)
 
@@ -68,10 +73,11 @@ class AttentionKernel:
                 f"{'' if self.fused else '_mul_add'}{'_mask' * self.masked}{keep}"
                 f"{'_causal' if self.causal else ''}{'_safe' if self.safe else ''}")
 
-    def scratch_floats(self, sk: int, d: int) -> int:
-        """Floats of scratchpad one thread needs: packed Kᵀ, the block of scores, each row's maximum."""
-        padded = -(-sk // self.nr) * self.nr
-        return padded * d + self.mr * padded + self.mr * self.lanes
+    def scratch_floats(self, kb: int, d: int, dv: int, chunk_rows: int) -> int:
+        """Floats of scratchpad one thread needs for key blocks of kb keys (a multiple of NR): the block's
+        packed Kᵀ, its scores, each row's maximum vector, and the chunk's running output rows, maxima and
+        sums."""
+        return kb * d + self.mr * kb + self.mr * self.lanes + chunk_rows * (dv + 2)
 
 
 def _transposed(g: _Builder, rows: list) -> list:
@@ -88,10 +94,11 @@ def _transposed(g: _Builder, rows: list) -> list:
     return rows
 
 
-def _pack_keys(g: _Builder, k_base, packed, scale) -> None:
-    """Kᵀ·scale into `packed`: key j, depth t at (j // NR)·D·NR + t·NR + j % NR; zeros for keys past Sk.
-    Keys with contiguous depths are moved as lanes × lanes blocks transposed in registers; the last keys
-    (and any other layout) one element at a time."""
+def _pack_keys(g: _Builder, k_base, packed, scale, count) -> None:
+    """Keys [0, count) of `k_base` (the key block's first), transposed and times the scale, into `packed`:
+    key j, depth t at (j // NR)·D·NR + t·NR + j % NR; zeros up to the next whole panel. Keys with
+    contiguous depths are moved as lanes × lanes blocks transposed in registers; the last keys (and any
+    other layout) one element at a time."""
     b, d, nr, lanes = g.b, g.d, g.shape.nr, g.shape.lanes
     panel_floats = b.mul(d["D"], _c(nr))
 
@@ -99,7 +106,7 @@ def _pack_keys(g: _Builder, k_base, packed, scale) -> None:
         return g.at(packed, b.add(b.add(b.mul(b.sdiv(j, _c(nr)), panel_floats), b.srem(j, _c(nr))), b.mul(t, _c(nr))))
 
     blocked = b.and_(b.icmp_signed("==", d["k_d"], _c(1)), b.icmp_signed("==", b.srem(d["D"], _c(lanes)), _c(0)))
-    whole = b.mul(b.sdiv(d["Sk"], _c(lanes)), _c(lanes))
+    whole = b.mul(b.sdiv(count, _c(lanes)), _c(lanes))
 
     def by_blocks():
         factor = g.splat(scale, F32)
@@ -116,11 +123,11 @@ def _pack_keys(g: _Builder, k_base, packed, scale) -> None:
         return [whole]
 
     first = g.branches(blocked, by_blocks, lambda: [_c(0)])[0]
-    padded = b.mul(b.sdiv(b.add(d["Sk"], _c(nr - 1)), _c(nr)), _c(nr))
+    padded = b.mul(b.sdiv(b.add(count, _c(nr - 1)), _c(nr)), _c(nr))
     keys = CountedLoop(b, "pack.key", first, padded, 1)
     keys.enter()
     j = keys.index
-    inside = b.icmp_signed("<", j, d["Sk"])
+    inside = b.icmp_signed("<", j, count)
     source = g.at(k_base, b.mul(b.select(inside, j, _c(0)), d["k_s"]))
     depth = CountedLoop(b, "pack.depth", _c(0), d["D"], 1)
     depth.enter()
@@ -139,9 +146,10 @@ def _maximum(g: _Builder, x, y):
 class _Block:
     """What the stores of a block of query rows need: its rows, the rows of its masks, the keys it sees."""
     rows: list
-    mask_rows: list   # per additive mask, its rows
+    mask_rows: list   # per additive mask, its rows (at the key block's first key)
     keep_rows: list | None
-    limit: ir.Value    # keys [0, limit) are computed (Sk; fewer for a causal block)
+    k0: ir.Value       # the key block's first key
+    count: ir.Value    # its keys [k0, k0 + count) are computed (fewer for a causal block's last ones)
     fill: ir.Value     # a boolean mask's fill value
 
 
@@ -167,15 +175,15 @@ def _masked(g: _Builder, block: _Block, j: int, at, inside, value):
 
 
 def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) -> None:
-    """The scores block [mr, padded] = Q rows · packed Kᵀ, masked, one NR-key panel at a time, up to the
-    block's limit; keys past Sk (or a causal row's position) score -inf. Each row's running maximum (a
-    vector) is kept at `maxima`."""
+    """The scores block [mr, padded] = Q rows · packed Kᵀ (the key block), masked, one NR-key panel at a
+    time, up to the block's count; keys past it (or a causal row's position) score -inf. Each row's
+    maximum (a vector) goes to `maxima`."""
     b, d, shape, lanes = g.b, g.d, g.shape, g.shape.lanes
     minus_inf = g.splat(ir.Constant(F32, float("-inf")), F32)
     for j in range(len(q_rows)):
         g.store(minus_inf, g.at(maxima, _c(j * lanes)))
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    panels = CountedLoop(b, "qk.panel", _c(0), b.sdiv(b.add(block.limit, _c(shape.nr - 1)), _c(shape.nr)), 1)
+    panels = CountedLoop(b, "qk.panel", _c(0), b.sdiv(b.add(block.count, _c(shape.nr - 1)), _c(shape.nr)), 1)
     panels.enter()
     panel = g.at(packed, b.mul(panels.index, b.mul(d["D"], _c(shape.nr))))
     acc = [[g.zero] * shape.score_vectors for _ in q_rows]
@@ -184,12 +192,12 @@ def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) 
         acc, _ = _k_loop(g, "qk.tail", k, d["D"], 1, acc, q_rows, panel, _c(shape.nr))
     column = b.mul(panels.index, _c(shape.nr))
     starts = [b.add(column, _c(v * lanes)) for v in range(shape.score_vectors)]
-    inside = [b.icmp_signed("<", lane_ids, g.splat(b.sub(d["Sk"], at), I64)) for at in starts]
+    inside = [b.icmp_signed("<", lane_ids, g.splat(b.sub(block.count, at), I64)) for at in starts]
     for j, row in enumerate(acc):
         out = g.at(scores, b.add(b.mul(_c(j), padded), column))
         largest = g.load(g.at(maxima, _c(j * lanes)))
-        if shape.causal:   # (the keys this row sees: j <= row + Sk - Sq)
-            seen = b.add(b.add(block.rows[j], _c(1)), b.sub(d["Sk"], d["Sq"]))
+        if shape.causal:   # (the keys this row sees: key <= row + Sk - Sq, counted from the block's first)
+            seen = b.sub(b.add(b.add(block.rows[j], _c(1)), b.sub(d["Sk"], d["Sq"])), block.k0)
         for v, value in enumerate(row):
             value = _masked(g, block, j, starts[v], inside[v], value)
             valid = inside[v]
@@ -215,13 +223,10 @@ def _tree(g: _Builder, vector, combine):
     return b.extract_element(vector, ir.Constant(I32, 0))
 
 
-def _softmax_row(g: _Builder, row, largest, limit):
-    """exp(score - max) over the row's scores up to `limit`, in place (keys past Sk: 0); returns the sum."""
+def _softmax_row(g: _Builder, row, top, count):
+    """exp(score - top) over the row's `count` scores, in place (past them: 0); returns the sum."""
     b, lanes = g.b, g.shape.lanes
-    vectors = b.sdiv(b.add(limit, _c(lanes - 1)), _c(lanes))
-    top = _tree(g, largest, lambda x, y: _maximum(g, x, y))
-    if g.shape.safe:   # (exp(-inf - 0) = 0 for a row of -inf, instead of NaN)
-        top = b.select(b.fcmp_ordered("==", top, ir.Constant(F32, float("-inf"))), ir.Constant(F32, 0.0), top)
+    vectors = b.sdiv(b.add(count, _c(lanes - 1)), _c(lanes))
     top = g.splat(top, F32)
     loop = CountedLoop(b, "softmax.exp", _c(0), vectors, 1)
     total = loop.phi(g.vec, g.zero)
@@ -231,6 +236,82 @@ def _softmax_row(g: _Builder, row, largest, limit):
     g.store(e, g.at(row, at))
     loop.leave([(total, b.fadd(total, e))])
     return _tree(g, total, b.fadd)
+
+
+def _scalar_exp(g: _Builder, x):
+    """exp of a scalar, through the vector function."""
+    vector = vmath.emit(g.b, "exp", g.splat(x, F32), fused_multiply_add=g.shape.fused)
+    return g.b.extract_element(vector, ir.Constant(I32, 0))
+
+
+@dataclass
+class _Item:
+    """A work item's pointers: Q, V and the output of its (batch entry, head), its rows' running state."""
+    q_base: ir.Value
+    v_base: ir.Value
+    mask_bases: list
+    keep_base: ir.Value | None
+    first_row: ir.Value
+    rows_end: ir.Value
+    sums: ir.Value      # the chunk's accumulated output rows [rows, Dv], then each row's maximum and sum
+    maxima: ir.Value
+    totals: ir.Value
+
+
+def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padded, row_max, fill) -> None:
+    """One block of query rows against one block of keys (online softmax): the scores, the new row
+    maxima, exp, and the chunk's output rows and sums rescaled and accumulated."""
+    b, d, shape, lanes = g.b, g.d, g.shape, g.shape.lanes
+    last = b.sub(item.rows_end, _c(1))
+    rows = [b.select(b.icmp_signed("<", r, item.rows_end), r, last)
+            for r in (b.add(start, _c(j)) for j in range(shape.mr))]
+    if shape.causal:   # the keys of this block the block's last row sees
+        seen = b.sub(b.add(b.add(rows[-1], _c(1)), b.sub(d["Sk"], d["Sq"])), k0)
+        count = b.select(b.icmp_signed("<", seen, count), seen, count)
+
+    def compute():
+        block = _Block(rows, [[g.at(m, b.add(b.mul(r, d[prefix + "_s"]), k0)) for r in rows]
+                              for m, prefix in zip(item.mask_bases, ("m", "m2"))],
+                       None if item.keep_base is None else
+                       [b.gep(item.keep_base, [b.add(b.mul(r, d["keep_s"]), k0)], source_etype=I8) for r in rows],
+                       k0, count, fill)
+        _scores(g, [g.at(item.q_base, b.mul(r, d["q_s"])) for r in rows], block, packed, scores, padded, row_max)
+        p_rows = [g.at(scores, b.mul(_c(j), padded)) for j in range(shape.mr)]
+        # (every row's old state is read before any is written: the repeated last rows write the same values)
+        old = [(b.load(g.at(item.maxima, r), typ=F32), b.load(g.at(item.totals, r), typ=F32)) for r in rows]
+        factors, new_maxima, new_totals = [], [], []
+        for j, (old_max, old_total) in enumerate(old):
+            top = _maximum(g, old_max, _tree(g, g.load(g.at(row_max, _c(j * lanes))), lambda x, y: _maximum(g, x, y)))
+            shift = top
+            if shape.safe:   # (exp(-inf - 0) = 0 for a row of -inf, instead of NaN)
+                shift = b.select(b.fcmp_ordered("==", top, ir.Constant(F32, float("-inf"))), ir.Constant(F32, 0.0), top)
+            same = b.fcmp_ordered("==", old_max, top)   # (also both -inf: nothing accumulated yet)
+            factor = b.select(same, ir.Constant(F32, 1.0), _scalar_exp(g, b.fsub(old_max, shift)))
+            total = _softmax_row(g, p_rows[j], shift, count)
+            factors.append(factor)
+            new_maxima.append(top)
+            new_totals.append(b.fadd(b.fmul(factor, old_total), total))
+        width = shape.out_vectors * lanes
+        panels = CountedLoop(b, "pv.panel", _c(0), b.sdiv(d["Dv"], _c(width)), 1)
+        panels.enter()
+        column = b.mul(panels.index, _c(width))
+        v_panel = g.at(item.v_base, b.add(b.mul(k0, d["v_s"]), column))
+        sum_rows = [g.at(item.sums, b.add(b.mul(b.sub(r, item.first_row), d["Dv"]), column)) for r in rows]
+        acc = [[b.fmul(g.splat(factors[j], F32), g.load(g.at(sum_rows[j], _c(v * lanes))))
+                for v in range(shape.out_vectors)] for j in range(shape.mr)]
+        acc, k = _k_loop(g, "pv", _c(0), count, shape.unroll, acc, p_rows, v_panel, d["v_s"])
+        if shape.unroll > 1:
+            acc, _ = _k_loop(g, "pv.tail", k, count, 1, acc, p_rows, v_panel, d["v_s"])
+        for j in range(shape.mr):
+            for v, value in enumerate(acc[j]):
+                g.store(value, g.at(sum_rows[j], _c(v * lanes)))
+        panels.leave()
+        for r, top, total in zip(rows, new_maxima, new_totals):
+            b.store(top, g.at(item.maxima, r))
+            b.store(total, g.at(item.totals, r))
+        return []
+
+    g.branches(b.icmp_signed(">", count, _c(0)), compute, lambda: [])   # (a causal block may see none)
 
 
 def attention_module(shape: AttentionKernel) -> ir.Module:
@@ -243,10 +324,13 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     Q, K, V, O = (g.pointer(name) for name in PTRS[:4])
     params = g.pointer("params")
     scale, fill = (b.load(g.at(params, _c(i)), typ=F32) for i in (0, 1))
-    padded = b.mul(b.sdiv(b.add(d["Sk"], _c(shape.nr - 1)), _c(shape.nr)), _c(shape.nr))
+    padded = d["kb"]   # (a key block: a multiple of NR)
     packed = g.scratch
-    scores = g.at(g.scratch, b.mul(padded, d["D"]))
-    maxima = g.at(scores, b.mul(padded, _c(shape.mr)))
+    scores = g.at(packed, b.mul(padded, d["D"]))
+    row_max = g.at(scores, b.mul(padded, _c(shape.mr)))
+    sums = g.at(row_max, _c(shape.mr * lanes))
+    maxima = g.at(sums, b.mul(d["chunk_rows"], d["Dv"]))
+    totals = g.at(maxima, d["chunk_rows"])
 
     work = CountedLoop(b, "work", g.begin, g.end, 1)
     work.enter()
@@ -261,51 +345,52 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
         return g.at(pointer, b.add(b.mul(batch, d[prefix + "_b"]), b.mul(h, d[prefix + "_h"])))
 
     shared = b.sdiv(head, d["group"])   # (grouped-query attention: a key/value head per group of heads)
-    q_base, v_base, o_base = base(Q, "q"), base(V, "v", shared), base(O, "o")
-    _pack_keys(g, base(K, "k", shared), packed, scale)
-    mask_bases = [base(g.pointer(name), prefix) for name, prefix in (("mask", "m"), ("mask2", "m2"))[:shape.masked]]
     keep = g.pointer("keep") if shape.kept else None
-    keep_base = b.gep(keep, [b.add(b.mul(batch, d["keep_b"]), b.mul(head, d["keep_h"]))], source_etype=I8) \
-        if shape.kept else None
+    item = _Item(base(Q, "q"), base(V, "v", shared),
+                 [base(g.pointer(name), prefix) for name, prefix in (("mask", "m"), ("mask2", "m2"))[:shape.masked]],
+                 b.gep(keep, [b.add(b.mul(batch, d["keep_b"]), b.mul(head, d["keep_h"]))], source_etype=I8)
+                 if shape.kept else None, first_row, rows_end, sums,   # (sums: by the row within the chunk;
+                 g.at(maxima, b.sub(_c(0), first_row)), g.at(totals, b.sub(_c(0), first_row)))   # these by the row)
 
+    minus_inf = ir.Constant(F32, float("-inf"))
+    start = CountedLoop(b, "state", first_row, rows_end, 1)   # nothing accumulated yet
+    start.enter()
+    b.store(minus_inf, g.at(item.maxima, start.index))
+    b.store(ir.Constant(F32, 0.0), g.at(item.totals, start.index))
+    zeros = CountedLoop(b, "state.sums", _c(0), d["Dv"], lanes)
+    zeros.enter()
+    g.store(g.zero, g.at(g.at(sums, b.mul(b.sub(start.index, first_row), d["Dv"])), zeros.index))
+    zeros.leave()
+    start.leave()
+
+    k_base = base(K, "k", shared)
+    keys = CountedLoop(b, "keys", _c(0), d["Sk"], d["kb"])
+    keys.enter()
+    k0 = keys.index
+    left = b.sub(d["Sk"], k0)
+    count = b.select(b.icmp_signed("<", left, d["kb"]), left, d["kb"])
+    _pack_keys(g, g.at(k_base, b.mul(k0, d["k_s"])), packed, scale, count)
     blocks = CountedLoop(b, "rows", first_row, rows_end, shape.mr)
     blocks.enter()
-    last = b.sub(rows_end, _c(1))
-    rows = [b.select(b.icmp_signed("<", r, rows_end), r, last)
-            for r in (b.add(blocks.index, _c(j)) for j in range(shape.mr))]
-    limit = d["Sk"]
-    if shape.causal:   # the keys the block's last row sees, at most Sk
-        seen = b.add(b.add(rows[-1], _c(1)), b.sub(d["Sk"], d["Sq"]))
-        limit = b.select(b.icmp_signed("<", seen, d["Sk"]), seen, d["Sk"])
-    block = _Block(rows, [[g.at(m, b.mul(r, d[prefix + "_s"])) for r in rows]
-                          for m, prefix in zip(mask_bases, ("m", "m2"))],
-                   None if keep_base is None else [b.gep(keep_base, [b.mul(r, d["keep_s"])], source_etype=I8)
-                                                   for r in rows], limit, fill)
-    _scores(g, [g.at(q_base, b.mul(r, d["q_s"])) for r in rows], block, packed, scores, padded, maxima)
-    p_rows = [g.at(scores, b.mul(_c(j), padded)) for j in range(shape.mr)]
-    inverse = []
-    for j in range(shape.mr):
-        total = _softmax_row(g, p_rows[j], g.load(g.at(maxima, _c(j * lanes))), limit)
-        inverse.append(b.fdiv(ir.Constant(F32, 1.0), total))
-        if shape.safe:   # (a row of zeros stays zeros)
-            inverse[-1] = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), ir.Constant(F32, 0.0),
-                                   inverse[-1])
-
-    width = shape.out_vectors * lanes
-    panels = CountedLoop(b, "pv.panel", _c(0), b.sdiv(d["Dv"], _c(width)), 1)
-    panels.enter()
-    column = b.mul(panels.index, _c(width))
-    v_panel = g.at(v_base, column)
-    acc = [[g.zero] * shape.out_vectors for _ in rows]
-    acc, k = _k_loop(g, "pv", _c(0), limit, shape.unroll, acc, p_rows, v_panel, d["v_s"])
-    if shape.unroll > 1:
-        acc, _ = _k_loop(g, "pv.tail", k, limit, 1, acc, p_rows, v_panel, d["v_s"])
-    for j, r in enumerate(rows):
-        out = g.at(o_base, b.add(b.mul(r, d["o_s"]), column))
-        for v, value in enumerate(acc[j]):
-            g.store(b.fmul(value, g.splat(inverse[j], F32)), g.at(out, _c(v * lanes)))
-    panels.leave()
+    _row_block(g, item, blocks.index, k0, count, packed, scores, padded, row_max, fill)
     blocks.leave()
+    keys.leave()
+
+    o_base = base(O, "o")
+    out_rows = CountedLoop(b, "out", first_row, rows_end, 1)   # the output rows: sums / totals
+    out_rows.enter()
+    r = out_rows.index
+    total = b.load(g.at(item.totals, r), typ=F32)
+    inverse = b.fdiv(ir.Constant(F32, 1.0), total)
+    if shape.safe:   # (a row of zeros stays zeros)
+        inverse = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), ir.Constant(F32, 0.0), inverse)
+    factor = g.splat(inverse, F32)
+    source, target = g.at(sums, b.mul(b.sub(r, first_row), d["Dv"])), g.at(o_base, b.mul(r, d["o_s"]))
+    columns = CountedLoop(b, "out.columns", _c(0), d["Dv"], lanes)
+    columns.enter()
+    g.store(b.fmul(g.load(g.at(source, columns.index)), factor), g.at(target, columns.index))
+    columns.leave()
+    out_rows.leave()
     work.leave()
     b.ret_void()
     return module

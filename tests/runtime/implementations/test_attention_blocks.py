@@ -1,7 +1,7 @@
 """The attention kernel against NumPy (float64) at every ISA level this host can execute: head counts,
 head sizes 32/64/80/128, odd sequence lengths, strided (head-split) operands, masks broadcast every way,
-causal and fully masked rows; and compiled attention blocks against the unfused graph, with dynamic
-batch and sequence."""
+causal and fully masked rows, one key block or an online softmax over several; and compiled attention
+blocks against the unfused graph, with dynamic batch and sequence."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -13,6 +13,14 @@ from sample_graphs import attention_block
 
 pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
 FLT_MIN = float(np.finfo(np.float32).min)
+
+
+@pytest.fixture(params=["one key block", "blocks of 32 keys"])
+def key_blocks(request, monkeypatch):
+    """The whole row of scores at once, or an online softmax over blocks of 32 keys (long sequences')."""
+    if request.param != "one key block":
+        monkeypatch.setattr(attention, "ONE_KEY_BLOCK", 0)
+        monkeypatch.setattr(attention, "KEY_BLOCK", 32)
 
 
 def reference(q, kt, v, mask, scale):
@@ -49,7 +57,7 @@ def heads(rng, b, h, s, d):
 @given(b=st.integers(1, 3), h=st.integers(1, 5), sq=st.integers(1, 45), sk=st.integers(1, 70),
        d=st.sampled_from([32, 64, 80, 128]), masked=st.sampled_from(["none", "keys", "rows", "heads"]),
        seed=st.integers(0, 2**16))
-def test_odd_shapes_and_masks(level, b, h, sq, sk, d, masked, seed):
+def test_odd_shapes_and_masks(level, key_blocks, b, h, sq, sk, d, masked, seed):
     rng = np.random.default_rng(seed)
     q, k, v = heads(rng, b, h, sq, d), heads(rng, b, h, sk, d), heads(rng, b, h, sk, d)
     shape = {"none": None, "keys": (b, 1, 1, sk), "rows": (b, 1, sq, sk), "heads": (1, h, sq, sk)}[masked]
@@ -76,7 +84,7 @@ def test_causal_and_padding_masks(level):
     check(q, k.transpose(0, 1, 3, 2), v, np.where(padding < 0, FLT_MIN, np.maximum(causal, FLT_MIN)))
 
 
-def test_fully_masked_rows(level):
+def test_fully_masked_rows(level, key_blocks):
     """Every key masked: a finite minimum gives uniform weights, -inf gives NaN, as the unfused graph."""
     rng = np.random.default_rng(6)
     q, k, v = heads(rng, 1, 2, 5, 32), heads(rng, 1, 2, 9, 32), heads(rng, 1, 2, 9, 32)
@@ -146,7 +154,7 @@ def masked_reference(q, kt, v, masks, scale):
 
 @pytest.mark.parametrize("sq, sk", [(23, 23), (5, 40), (40, 17)])
 @pytest.mark.parametrize("order", ["keep", "keep+add", "add+keep", "inverted", "causal", "causal+add"])
-def test_boolean_masks_and_causal_blocks(level, sq, sk, order):
+def test_boolean_masks_and_causal_blocks(level, key_blocks, sq, sk, order):
     rng = np.random.default_rng(sq * sk)
     q, k, v = heads(rng, 2, 3, sq, 64), heads(rng, 2, 3, sk, 64), heads(rng, 2, 3, sk, 64)
     keep = rng.random((2, 1, sq, sk)) < 0.7
@@ -198,7 +206,7 @@ def onnx_attention(q_heads, kv_heads, s, d, causal, mask_dtype):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mask_dtype", ["float", "bool"])
-def test_the_onnx_attention_op_runs_as_one_block(level, monkeypatch, causal, mask_dtype):
+def test_the_onnx_attention_op_runs_as_one_block(level, key_blocks, monkeypatch, causal, mask_dtype):
     """ONNX Attention (opset 23), expanded into its function body by the frontend, is one attention step; a
     row whose mask hides every key gives zeros, as the op defines (not NaN)."""
     model, shapes = onnx_attention(4, 4, 21, 64, causal, mask_dtype)
@@ -298,3 +306,14 @@ def test_a_mask_wider_than_the_operands_when_called_directly():
     x = [rng.standard_normal(shape, dtype=np.float32) for shape in ((2, 5, 32), (2, 32, 7), (2, 7, 32), (3, 1, 5, 7))]
     step = next(s for s in snipjit.compile(parse_graph(text)).plan if "Softmax" in s.ops)
     np.testing.assert_allclose(step.kernel(x)[0], step.kernel.reference(x)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_more_query_rows_than_a_chunk_holds(level, key_blocks):
+    """Over 256 query rows against blocks of keys: several chunks of rows per head, each its own state."""
+    rng = np.random.default_rng(16)
+    q, k, v = heads(rng, 1, 2, 300, 64), heads(rng, 1, 2, 290, 64), heads(rng, 1, 2, 290, 64)
+    check(q, k.transpose(0, 1, 3, 2), v, rng.standard_normal((1, 1, 300, 290), dtype=np.float32), merged=True)
+    causal = attention.ScoreMasks(causal=True)
+    got = run(q, k.transpose(0, 1, 3, 2), v, causal, 0.125)
+    np.testing.assert_allclose(got, masked_reference(q, k.transpose(0, 1, 3, 2), v, causal, 0.125),
+                               rtol=1e-4, atol=1e-5)
