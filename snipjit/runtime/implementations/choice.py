@@ -1,7 +1,8 @@
 """What a program step can run on. The program asks these in order and takes the first that accepts
 the node: a generated `snippet` kernel for a fused Subgraph, else the `nhwc` convolutions and pools
 on channels-last tensors, else the `blas` products (MatMul, Gemm, Conv on the generated GEMM), the
-`int8` products (dynamically quantized MatMuls on the int8 GEMM), the `recurrent` LSTMs, else
+`int8` products (dynamically quantized MatMuls on the int8 GEMM), the `recurrent` layers (LSTM, GRU,
+RNN), else
 the op's NumPy `reference` kernel, which accepts every node."""
 from __future__ import annotations
 
