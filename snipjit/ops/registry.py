@@ -132,17 +132,25 @@ def _arity(r: tuple[int, int]) -> str:
 _REGISTRY: dict[tuple[str, str], OpDef] = {}
 
 
+def _copies(views):
+    """A view kernel's result as arrays of their own (each output's, for several)."""
+    if isinstance(views, tuple):
+        return tuple(np.array(v, order="C") for v in views)
+    return np.array(views, order="C")
+
+
 def register(name: str, category: Category, *, infer: Callable[[OpContext], list[TensorType]],
              attrs: dict[str, Any] | None = None, inputs: tuple[int, int] | int = 1,
              outputs: tuple[int, int] | int = 1, domain: str = "", returns_view: bool = False) -> Callable:
     """Decorator registering a reference kernel as op `name` (see the module docstring). With
     `returns_view`, the kernel returns a NumPy view of its input: the op's reference kernel copies it
-    (kernels never return views), and `OpDef.view` keeps it for runtimes that copy into their own memory."""
+    (kernels never return views), and `OpDef.view` keeps it for runtimes that copy into their own memory. An
+    op of several outputs returns a tuple of views."""
     def deco(fn: Callable) -> Callable:
         key = (domain, name)
         if key in _REGISTRY:
             raise ValueError(f"op {name} is registered twice")
-        reference = (lambda ctx, *args: np.array(fn(ctx, *args), order="C")) if returns_view else fn
+        reference = (lambda ctx, *args: _copies(fn(ctx, *args))) if returns_view else fn
         _REGISTRY[key] = OpDef(name, category, reference, infer, dict(attrs or {}),
                                inputs if isinstance(inputs, tuple) else (inputs, inputs),
                                outputs if isinstance(outputs, tuple) else (outputs, outputs),

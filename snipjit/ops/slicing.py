@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.graph import TensorType
 from ..ir.shape import Dim, broadcast_shapes
-from ._indexing import (UNBOUNDED, dim_affine, dim_sum, fresh_copy, ints, norm_axes, norm_axis, require_int, same_dim,
+from ._indexing import (UNBOUNDED, dim_affine, dim_sum, ints, norm_axes, norm_axis, require_int, same_dim,
                         same_rank_unknown, scalar_of, static_length, tensor)
 from .common import one_of
 from .registry import REQUIRED, Category, OpContext, register
@@ -95,13 +95,14 @@ def _infer_split(ctx: OpContext) -> list[TensorType]:
     return [tensor(t.dtype, t.shape[:axis] + (s,) + t.shape[axis + 1:]) for s in sizes]
 
 
-@register("Split", M, infer=_infer_split, attrs={"axis": 0, "num_outputs": None}, inputs=(1, 2), outputs=(1, -1))
+@register("Split", M, infer=_infer_split, attrs={"axis": 0, "num_outputs": None}, inputs=(1, 2), outputs=(1, -1),
+          returns_view=True)
 def split(ctx: OpContext, x, split=None):
     """Cut `x` along `axis` into parts of the given sizes (or equal parts, the last one smaller)."""
     axis = norm_axis(ctx, ctx.attrs["axis"], x.ndim)
     sizes = _split_sizes(ctx, x.shape[axis], ints(split), max(1, len(ctx.out_types)))
     bounds = np.cumsum([0] + sizes)
-    return tuple(fresh_copy(x[(slice(None),) * axis + (slice(a, b),)]) for a, b in zip(bounds[:-1], bounds[1:]))
+    return tuple(x[(slice(None),) * axis + (slice(a, b),)] for a, b in zip(bounds[:-1], bounds[1:]))
 
 
 # ---- Slice ---------------------------------------------------------------------------------------

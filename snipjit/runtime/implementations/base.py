@@ -140,10 +140,11 @@ class ReferenceKernel(Kernel):
     def run_into(self, inputs, outputs) -> None:
         if self.view is None:
             super().run_into(inputs, outputs)
-        else:   # movement ops: one copy of the view into the planned output, no temporary
-            view = self.view(self.ctx, *inputs)
-            if not strided_copy.copy_into(view, outputs[0]):
-                np.copyto(outputs[0], view.reshape(outputs[0].shape), casting="unsafe")
+        else:   # movement ops: one copy of each view into its planned output, no temporary
+            views = self.view(self.ctx, *inputs)
+            for view, out in zip(views if isinstance(views, tuple) else (views,), outputs):
+                if not strided_copy.copy_into(view, out):
+                    np.copyto(out, view.reshape(out.shape), casting="unsafe")
 
     @property
     def binds(self) -> bool:

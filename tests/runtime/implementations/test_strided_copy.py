@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import snipjit
 from snipjit.runtime.implementations import strided_copy
 from snipjit.runtime.parallel.native_threads import get_native_pool
 
@@ -83,3 +84,23 @@ def test_transposes_of_the_last_two_axes_go_block_by_block(shape):
     np.testing.assert_array_equal(out, view)
     blocked = shape[3] * shape[4] <= strided_copy.MAX_BLOCK
     assert (len(launch.dims) == 1) == blocked
+
+
+def test_a_split_copies_each_part_once_into_its_output():
+    """Split is a movement op of several outputs: each part is a view copied straight into its planned
+    output, and its reference kernel still returns arrays of their own."""
+    from snipjit.ops import get_op
+    g = snipjit.parse_graph("""graph(x: f32[2,7,30]) -> [a, b, c] {
+      const s: i64[3] = [8, 10, 12]
+      [a, b, c] = Split(x, s) {axis = 2}
+    }""")
+    x = np.random.default_rng(3).standard_normal((2, 7, 30), dtype=np.float32)
+    parts = snipjit.compile(g).run({"x": x})
+    for part, (lo, hi) in zip(parts, ((0, 8), (8, 18), (18, 30))):
+        np.testing.assert_array_equal(part, x[..., lo:hi])
+    opdef = get_op("Split")
+    node = g.nodes[0]
+    views = opdef.view(opdef.context(node, with_values=False), x, node.inputs[1].data)
+    assert all(np.shares_memory(v, x) for v in views)
+    copies = opdef.reference(opdef.context(node, with_values=False), x, node.inputs[1].data)
+    assert not any(np.shares_memory(c, x) for c in copies) and all(c.flags.c_contiguous for c in copies)
