@@ -28,7 +28,7 @@ PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling threa
 ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted per thread
 ONE_KEY_BLOCK = 1024                   # up to this many keys, one key block (the whole row of scores)
 KEY_BLOCK = 512                        # else blocks of about this many keys, an online softmax over them
-MAX_CHUNK_ROWS = 256                   # ... and work items of at most this many query rows
+MAX_CHUNK_ROWS = 256                   # work items of at most this many query rows
 
 
 def describe(body: Graph) -> MHAMatch:
@@ -237,8 +237,8 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
     blocks = -(-sq // shape.mr)
     chunks = min(blocks, -(-ITEMS_PER_THREAD * threads // (b * h))) if threads > 1 else 1
     chunk_rows = -(-blocks // chunks) * shape.mr
-    if sk > ONE_KEY_BLOCK:   # (a chunk accumulates its output rows in the scratchpad: a few hundred at most)
-        chunk_rows = min(chunk_rows, -(-MAX_CHUNK_ROWS // shape.mr) * shape.mr)
+    # (a chunk accumulates its output rows in the scratchpad: a few hundred at most)
+    chunk_rows = min(chunk_rows, -(-MAX_CHUNK_ROWS // shape.mr) * shape.mr)
     chunks = -(-sq // chunk_rows)
     qs, ks, vs, os_ = _elements(q), _elements(kt), _elements(v), _elements(out)
     ms, m2s, keeps = (_elements(x) if x is not None else [0, 0, 0, 0] for x in (mask, mask2, keep))
