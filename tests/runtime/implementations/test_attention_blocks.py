@@ -110,11 +110,20 @@ def test_layouts_the_kernel_does_not_take_are_refused():
 BLOCK = attention_block("batch", "seq", heads=4, size=32, scale=0.17677669)
 
 
+def on_the_kernel(source, monkeypatch):
+    """(the model compiled, compiled without attention blocks, the block's step) for a graph's text or an
+    ONNX model; the step's node-by-node run is disabled, so a fall back to it fails."""
+    def build():
+        return parse_graph(source) if isinstance(source, str) else source
+    fused, plain = snipjit.compile(build()), snipjit.compile(build(), mha=False)
+    steps = [s for s in fused.plan if "Softmax" in s.ops]
+    assert len(steps) == 1 and steps[0].kind == "snippet" and isinstance(steps[0].kernel, attention.AttentionKernel)
+    monkeypatch.setattr(steps[0].kernel, "reference", None)
+    return fused, plain, steps[0]
+
+
 def test_compiled_blocks_run_the_kernel_for_every_batch_and_sequence(level, monkeypatch):
-    fused, plain = snipjit.compile(parse_graph(BLOCK)), snipjit.compile(parse_graph(BLOCK), mha=False)
-    step = next(s for s in fused.plan if "Softmax" in s.ops)
-    assert step.kind == "snippet" and isinstance(step.kernel, attention.AttentionKernel)
-    monkeypatch.setattr(step.kernel, "reference", None)   # the body's node-by-node run would fail now
+    fused, plain, _ = on_the_kernel(BLOCK, monkeypatch)
     rng = np.random.default_rng(8)
     for batch, seq in ((1, 7), (3, 50), (2, 128), (1, 7)):
         x = {n: rng.standard_normal((batch, seq, 128), dtype=np.float32) for n in "qkv"}
@@ -124,10 +133,8 @@ def test_compiled_blocks_run_the_kernel_for_every_batch_and_sequence(level, monk
 
 def test_a_fused_projection_split_into_q_k_and_v_is_read_in_place(level, monkeypatch):
     text = attention_block("batch", "seq", heads=4, size=32, scale=0.17677669, fused_qkv=True)
-    fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
-    step = next(s for s in fused.plan if "Softmax" in s.ops)
-    assert step.ops[0] == "Split" and isinstance(step.kernel, attention.AttentionKernel)
-    monkeypatch.setattr(step.kernel, "reference", None)
+    fused, plain, step = on_the_kernel(text, monkeypatch)
+    assert step.ops[0] == "Split"
     rng = np.random.default_rng(9)
     x = {"x": rng.standard_normal((2, 33, 384), dtype=np.float32), "mask": np.zeros((2, 1, 1, 33), np.float32)}
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
@@ -183,10 +190,8 @@ CAUSAL = """graph(q: f32[1,2,9,32], k: f32[1,2,32,9], v: f32[1,2,9,32], keep: bo
 
 
 def test_a_where_mask_in_a_compiled_block(level, monkeypatch):
-    fused, plain = snipjit.compile(parse_graph(CAUSAL)), snipjit.compile(parse_graph(CAUSAL), mha=False)
-    step = next(s for s in fused.plan if "Softmax" in s.ops)
+    fused, plain, step = on_the_kernel(CAUSAL, monkeypatch)
     assert step.ops == ["MatMul", "Div", "Where", "Softmax", "MatMul"]
-    monkeypatch.setattr(step.kernel, "reference", None)
     rng = np.random.default_rng(10)
     x = {n: rng.standard_normal(shape, dtype=np.float32) for n, shape in
          (("q", (1, 2, 9, 32)), ("k", (1, 2, 32, 9)), ("v", (1, 2, 9, 32)))}
@@ -210,9 +215,7 @@ def test_the_onnx_attention_op_runs_as_one_block(level, key_blocks, monkeypatch,
     """ONNX Attention (opset 23), expanded into its function body by the frontend, is one attention step; a
     row whose mask hides every key gives zeros, as the op defines (not NaN)."""
     model, shapes = onnx_attention(4, 4, 21, 64, causal, mask_dtype)
-    fused, plain = snipjit.compile(model), snipjit.compile(model, mha=False)
-    steps = [s for s in fused.plan if "Softmax" in s.ops]
-    assert len(steps) == 1 and isinstance(steps[0].kernel, attention.AttentionKernel)
+    fused, plain, _ = on_the_kernel(model, monkeypatch)
     rng = np.random.default_rng(11)
     x = {n: rng.standard_normal(shp, dtype=np.float32) for n, shp in shapes.items()}
     if mask_dtype == "bool":
@@ -220,7 +223,6 @@ def test_the_onnx_attention_op_runs_as_one_block(level, key_blocks, monkeypatch,
         x["M"][:, :, 3] = False
     else:
         x["M"][:, :, 3] = -np.inf
-    monkeypatch.setattr(steps[0].kernel, "reference", None)
     got, want = fused.run(x)[0], plain.run(x)[0]
     assert (got[:, :, 3] == 0).all() and not np.isnan(got).any()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -231,9 +233,7 @@ def test_grouped_query_attention_reads_each_key_and_value_head_once(level, monke
     """Fewer key/value heads than query heads (the body repeats them with Unsqueeze, Expand, Reshape): the
     kernel reads a shared head for each group of query heads instead."""
     model, shapes = onnx_attention(4, kv_heads, 19, 32, True, "float")
-    fused, plain = snipjit.compile(model), snipjit.compile(model, mha=False)
-    step = next(s for s in fused.plan if "Softmax" in s.ops)
-    monkeypatch.setattr(step.kernel, "reference", None)
+    fused, plain, _ = on_the_kernel(model, monkeypatch)
     rng = np.random.default_rng(12)
     x = {n: rng.standard_normal(shp, dtype=np.float32) for n, shp in shapes.items()}
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
@@ -250,10 +250,8 @@ T5_STYLE = """graph(q: f32[2,3,11,32], k: f32[2,3,32,11], v: f32[2,3,11,32], bia
 
 
 def test_t5_blocks_add_a_position_bias_and_a_padding_mask(level, monkeypatch):
-    fused, plain = snipjit.compile(parse_graph(T5_STYLE)), snipjit.compile(parse_graph(T5_STYLE), mha=False)
-    step = next(s for s in fused.plan if "Softmax" in s.ops)
+    fused, plain, step = on_the_kernel(T5_STYLE, monkeypatch)
     assert step.ops == ["MatMul", "Add", "Add", "Softmax", "MatMul"]
-    monkeypatch.setattr(step.kernel, "reference", None)
     rng = np.random.default_rng(13)
     x = {v.name: rng.standard_normal(v.shape, dtype=np.float32) for v in parse_graph(T5_STYLE).inputs}
     x["pad"] = np.where(np.arange(11) < 8, 0, FLT_MIN).astype(np.float32)[None, None, None].repeat(2, 0)
