@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -132,6 +132,23 @@ def torchscript_export(
         )
 
 
+def traceable(name: str, model, inputs: Sequence[str], outputs: Callable):
+    """`model` (called with named inputs) as the form the TorchScript exporter traces: a module of positional
+    inputs, in the order of `inputs`, returning the tuple `outputs(result)`. The model is its submodule
+    `name`, which prefixes the exported weights' names."""
+    import torch
+
+    class Traceable(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add_module(name, model)
+
+        def forward(self, *args):
+            return outputs(getattr(self, name)(**dict(zip(inputs, args))))
+
+    return Traceable().eval()
+
+
 def build_bert(spec: BertSpec, attention: str = "eager"):
     """The encoder as a torch module in eval mode: module(input_ids, attention_mask), both int64
     [batch, sequence], returns (last_hidden_state, pooler_output).
@@ -152,19 +169,8 @@ def build_bert(spec: BertSpec, attention: str = "eager"):
         attn_implementation=attention,
     )
     torch.manual_seed(spec.seed)
-    bert = BertModel(config).eval()
-
-    # Positional inputs and tuple outputs: the form the TorchScript exporter traces.
-    class Encoder(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids, attention_mask):
-            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
-            return out.last_hidden_state, out.pooler_output
-
-    return Encoder().eval()
+    return traceable("bert", BertModel(config).eval(), BERT_INPUTS,
+                     lambda out: (out.last_hidden_state, out.pooler_output))
 
 
 BERT_INPUTS = ("input_ids", "attention_mask")
@@ -239,18 +245,7 @@ def build_gpt2(spec: Gpt2Spec, attention: str = "eager"):
         attn_implementation=attention,
     )
     torch.manual_seed(spec.seed)
-    gpt2 = GPT2Model(config).eval()
-
-    class Decoder(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.gpt2 = gpt2
-
-        def forward(self, input_ids, attention_mask):
-            out = self.gpt2(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-            return (out.last_hidden_state,)
-
-    return Decoder().eval()
+    return traceable("gpt2", GPT2Model(config).eval(), GPT2_INPUTS, lambda out: (out.last_hidden_state,))
 
 
 GPT2_INPUTS = ("input_ids", "attention_mask")
@@ -306,17 +301,8 @@ def build_vit(spec: VitSpec, attention: str = "eager"):
         attn_implementation=attention,
     )
     torch.manual_seed(spec.seed)
-    vit = ViTModel(config, add_pooling_layer=False).eval()
-
-    class Encoder(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.vit = vit
-
-        def forward(self, pixel_values):
-            return (self.vit(pixel_values=pixel_values).last_hidden_state,)
-
-    return Encoder().eval()
+    return traceable("vit", ViTModel(config, add_pooling_layer=False).eval(), ("pixel_values",),
+                     lambda out: (out.last_hidden_state,))
 
 
 def export_vit(spec: VitSpec, path: Path, opset: int = 17) -> None:
