@@ -110,13 +110,19 @@ def _as_4d(a: np.ndarray) -> np.ndarray:
     return a[None] if a.ndim == 3 else a
 
 
+def _shapes_through(views: Sequence[Node], shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The shapes a result of `shape` takes through the movement ops `views`: before each, and the last."""
+    shapes = [tuple(shape)]
+    for node in views:   # (applied to an array of no memory: a broadcast scalar)
+        probe = np.lib.stride_tricks.as_strided(np.empty(1, np.float32), shapes[-1], [0] * len(shapes[-1]))
+        shapes.append(_apply(probe, [node]).shape)
+    return shapes
+
+
 def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...]) -> np.ndarray:
     """The view of `out` the product's result [.., rows, head size] (of `shape`) is written through:
     the output's movement ops undone."""
-    shapes = [shape]
-    for node in views:   # the shape before each op, forwards
-        probe = np.lib.stride_tricks.as_strided(np.empty(1, np.float32), shapes[-1], [0] * len(shapes[-1]))
-        shapes.append(_apply(probe, [node]).shape)
+    shapes = _shapes_through(views, shape)
     if tuple(shapes[-1]) != out.shape:
         raise ValueError(f"the output is {out.shape}, the block makes {shapes[-1]}")
     view = out
@@ -324,8 +330,7 @@ class AttentionKernel(Kernel):
             for mask in (m.mask, m.mask2, m.keep):   # (a mask that widens the batch: the body's result is wider)
                 if mask is not None and np.broadcast_shapes(inputs[self.slot[id(mask)]].shape, scores) != scores:
                     return self.reference(inputs)
-            probe = np.lib.stride_tricks.as_strided(np.empty(1, np.float32), product, [0] * len(product))
-            out = np.empty(_apply(probe, self.block.out_views).shape, np.float32)
+            out = np.empty(_shapes_through(self.block.out_views, product)[-1], np.float32)
         except ValueError:
             return self.reference(inputs)
         self.run_into(inputs, [out])

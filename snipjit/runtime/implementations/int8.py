@@ -155,9 +155,6 @@ class Int8MatMulKernel(Kernel):
 
         return PreparedLaunch(prepare_call, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
 
-    def holds_input(self, index: int) -> bool:
-        return False
-
 
 def accepts_int8(node: Node, options: dict) -> bool:
     return (node.domain == DOMAIN and node.op == "DynamicQuantizedMatMul" and gemm_launch.available()
