@@ -281,14 +281,14 @@ def tokenize_mha(graph: Graph, options: dict | None = None) -> Graph:
     if not (options or {}).get("mha", True):
         return graph
     graph.toposort()
-    outputs = set(graph.outputs)
+    outputs, uses = set(graph.outputs), graph.consumers()   # (the graph changes only after the walk)
     taken = {n.name for n in graph.nodes}
     fused: dict[Node, Node] = {}   # the block's last node -> its Subgraph
     absorbed: set[Node] = set()
     for node in list(graph.nodes):
         if node.op != "Softmax":
             continue
-        found = match_mha(node, graph.consumers(), outputs)
+        found = match_mha(node, uses, outputs)
         if found is None or absorbed & set(found.nodes):
             continue
         name = next(f"mha{k}" for k in range(len(taken) + 1) if f"mha{k}" not in taken)
