@@ -9,6 +9,8 @@ value of the int32 product MatMulInteger computes (exact below 2^24), before the
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..ir.dtypes import f32, i8
@@ -16,6 +18,20 @@ from ..ir.graph import TensorType
 from .registry import Category, OpContext, register
 
 DOMAIN = "snipjit.int8"
+META = "int8"   # Node.meta key of a Conv that reads quantized activations and weights (`StaticQuantization`)
+
+
+@dataclass(frozen=True)
+class StaticQuantization:
+    """What a QDQ model says of a Conv (`passes.mark_quantized_convolutions`): its input is
+    DequantizeLinear(QuantizeLinear(x, scale, zero), scale, zero) into [low, high] (per tensor), and its
+    weights are int8 times `weight_scales` (one, or one per output channel; no zero point). The int8
+    kernels compute it exactly as the float Conv of those values, with integer dot products."""
+    scale: float
+    zero: int
+    low: int
+    high: int
+    weight_scales: tuple[float, ...]
 
 
 def _infer(ctx: OpContext) -> list[TensorType]:

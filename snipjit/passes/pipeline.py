@@ -14,6 +14,7 @@ from .decompose_fake_quantize import decompose_fake_quantize
 from .fuse_gelu import fuse_gelu
 from .fuse_pad_into_conv import fuse_pad_into_conv
 from ..ops.infer_shapes import infer_shapes
+from .mark_quantized_convolutions import mark_quantized_convolutions
 from .mark_skipped import mark_skipped_by_plugin
 from .postpone_broadcast import postpone_broadcast
 from .simplify_shapes import simplify_shapes
@@ -40,6 +41,7 @@ def default_pipeline(options: dict) -> list[GraphPass]:
     if options.get("fold", True):
         passes += [GraphPass("SimplifyShapes", simplify_shapes),
                    GraphPass("FoldBatchNorm", fold_batchnorm),   # writes weight arithmetic FoldConstants evaluates
+                   GraphPass("MarkQuantizedConvolutions", mark_quantized_convolutions),   # (before the weights fold)
                    GraphPass("FoldConstants", fold_constants),
                    GraphPass("PostponeBroadcast", postpone_broadcast),
                    GraphPass("FoldConstants", fold_constants),   # again: what PostponeBroadcast moved

@@ -1,5 +1,6 @@
 """What a program step can run on. The program asks these in order and takes the first that accepts
-the node: a generated `snippet` kernel for a fused Subgraph, else the `nhwc` convolutions and pools
+the node: a generated `snippet` kernel for a fused Subgraph, else the `int8` convolutions of QDQ models,
+else the `nhwc` convolutions and pools
 on channels-last tensors, else the `blas` products (MatMul, Gemm, Conv on the generated GEMM), the
 `int8` products (dynamically quantized MatMuls on the int8 GEMM), the `recurrent` layers (LSTM, GRU,
 RNN), else
@@ -13,10 +14,11 @@ from .base import REFERENCE, Implementation, choose_implementation
 from .blas import BLAS
 from .channels_last import NHWC
 from .int8 import INT8
+from .int8_conv import INT8_CONV
 from .recurrent import RECURRENT
 from .snippet import SNIPPET
 
-IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, NHWC, BLAS, INT8, RECURRENT, REFERENCE)
+IMPLEMENTATIONS: tuple[Implementation, ...] = (SNIPPET, INT8_CONV, NHWC, BLAS, INT8, RECURRENT, REFERENCE)
 
 
 def choose(node: Node, options: dict) -> tuple[str, Callable]:

@@ -55,9 +55,10 @@ class PackedInt8:
     shape: object        # Int8Kernel
 
 
-def pack(w: np.ndarray) -> PackedInt8:
+def pack(w: np.ndarray, shape=None) -> PackedInt8:
+    """w [K, N] int8 packed for `shape` (by default the kernel `kernel_shape` chooses)."""
     k, n = w.shape
-    shape = kernel_shape(n, k)
+    shape = shape or kernel_shape(n, k)
     kp, nr, group = shape.padded_k(k), shape.nr, shape.group
     panels = -(-n // nr)
     padded = np.zeros((kp, panels * nr), np.int8)

@@ -102,15 +102,17 @@ def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
 class _Builder:
     """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
 
-    def __init__(self, shape: MicroKernel, dim_names: tuple[str, ...] = DIMS, ptr_names: tuple[str, ...] = PTRS):
+    def __init__(self, shape: MicroKernel, dim_names: tuple[str, ...] = DIMS, ptr_names: tuple[str, ...] = PTRS,
+                 name: str | None = None):
         self.shape = shape
+        name = name or shape.name
         self.ptr_names = ptr_names
         lanes = shape.lanes
         self.vec = vec = ir.VectorType(F32, lanes)
         self.mask_t = mask_t = ir.VectorType(I1, lanes)
-        self.module = module = ir.Module(shape.name)
+        self.module = module = ir.Module(name)
         ptr = ir.PointerType()
-        self.fn = fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), shape.name)
+        self.fn = fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
         self.fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
         self.masked_load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]),
                                        f"llvm.masked.load.v{lanes}f32.p0")

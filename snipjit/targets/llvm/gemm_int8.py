@@ -61,6 +61,10 @@ class Int8Kernel:
     def name(self) -> str:
         return f"snipjit_gemm_int8_{self.dot}_{self.mr}x{self.vectors}x{self.lanes}"
 
+    @property
+    def quantize_name(self) -> str:
+        return f"snipjit_quantize_rows_{self.dot}_{self.lanes}"
+
     def padded_k(self, k: int) -> int:
         """K rounded up to whole vectors of bytes (a multiple of the group too)."""
         step = max(self.lanes, self.group)
@@ -108,24 +112,33 @@ def _quantize_rows(g: _Builder, x, first, last, rows) -> None:
     loop.leave()
 
 
-def _row_block(g: _Builder, shape: Int8Kernel, dot, a_rows, panel, c_rows, colsum, zero, masks, full) -> None:
-    """One block of rows of one panel: the integer K loop, then the float store."""
-    b, d, lanes, group = g.b, g.d, shape.lanes, shape.group
+def dot_steps(g: _Builder, shape: Int8Kernel, dot, a_rows, panel, acc, steps) -> list:
+    """acc (rows × vectors int32) plus `steps` K steps of the rows `a_rows` (each step `group` values, 4
+    bytes) times the panel's weights (each step NR columns of 4 bytes)."""
+    b, lanes = g.b, shape.lanes
     i32v = ir.VectorType(I32, lanes)
-    zero_acc = ir.Constant(i32v, None)
-    steps = CountedLoop(b, "k", _c(0), b.sdiv(d["Kp"], _c(group)), 1)
-    carried = [[steps.phi(i32v, zero_acc) for _ in range(shape.vectors)] for _ in a_rows]
-    steps.enter()
-    offset = b.mul(steps.index, _c(4))   # (a step's group of values is 4 bytes: 4 uint8 or 2 uint16)
+    loop = CountedLoop(b, "k", _c(0), steps, 1)
+    carried = [[loop.phi(i32v, value) for value in row] for row in acc]
+    loop.enter()
+    offset = b.mul(loop.index, _c(4))   # (a step's group of values is 4 bytes: 4 uint8 or 2 uint16)
     broadcasts = [b.load(b.gep(row, [offset], source_etype=I8), typ=I32, align=1) for row in a_rows]
-    step_base = b.gep(panel, [b.mul(steps.index, _c(shape.nr * 4))], source_etype=I8)
+    step_base = b.gep(panel, [b.mul(loop.index, _c(shape.nr * 4))], source_etype=I8)
     weights = [b.load(b.gep(step_base, [_c(v * lanes * 4)], source_etype=I8), typ=i32v, align=4)
                for v in range(shape.vectors)]
     updated = []
     for j, a in enumerate(broadcasts):
         a_vec = g.splat(a, I32)
         updated.append([dot(carried[j][v], a_vec, weights[v]) for v in range(shape.vectors)])
-    steps.leave([(carried[j][v], updated[j][v]) for j in range(len(a_rows)) for v in range(shape.vectors)])
+    loop.leave([(carried[j][v], updated[j][v]) for j in range(len(a_rows)) for v in range(shape.vectors)])
+    return carried
+
+
+def _row_block(g: _Builder, shape: Int8Kernel, dot, a_rows, panel, c_rows, colsum, zero, masks, full) -> None:
+    """One block of rows of one panel: the integer K loop, then the float store."""
+    zero_acc = ir.Constant(ir.VectorType(I32, shape.lanes), None)
+    acc = [[zero_acc] * shape.vectors for _ in a_rows]
+    carried = dot_steps(g, shape, dot, a_rows, panel, acc, g.b.sdiv(g.d["Kp"], _c(shape.group)))
+    b, lanes = g.b, shape.lanes
 
     def store(masked: bool):
         def emit():
@@ -180,4 +193,26 @@ def int8_gemm_module(shape: Int8Kernel) -> ir.Module:
     return g.module
 
 
-__all__ = ["DIMS", "GROUP", "Int8Kernel", "PTRS", "int8_gemm_module"]
+QUANTIZE_DIMS = ("M", "K", "Kp", "ldx", "chunk_rows")
+QUANTIZE_PTRS = ("X", "Q", "params")
+
+
+def quantize_module(shape: Int8Kernel) -> ir.Module:
+    """Kernel `shape.quantize_name`: rows [0, M) of X (K floats, `ldx` apart) quantized with params (s, z)
+    into Q, Kp values a row (uint8, or uint16 for pairs; zeros past K); a work item is `chunk_rows` rows."""
+    g = _Builder(shape, QUANTIZE_DIMS, QUANTIZE_PTRS, shape.quantize_name)
+    b, d = g.b, g.d
+    work = CountedLoop(b, "work", g.begin, g.end, 1)
+    work.enter()
+    first = b.mul(work.index, d["chunk_rows"])
+    end = b.add(first, d["chunk_rows"])
+    last = b.select(b.icmp_signed("<", end, d["M"]), end, d["M"])
+    row_bytes = b.mul(d["Kp"], _c(shape.value_bytes))
+    _quantize_rows(g, g.pointer("X"), first, last, b.gep(g.pointer("Q"), [b.mul(first, row_bytes)], source_etype=I8))
+    work.leave()
+    b.ret_void()
+    return g.module
+
+
+__all__ = ["DIMS", "GROUP", "Int8Kernel", "PTRS", "QUANTIZE_DIMS", "QUANTIZE_PTRS", "dot_steps", "int8_gemm_module",
+           "quantize_module"]
