@@ -69,6 +69,25 @@ def transformers_cnn(name: str) -> Path:
     return cached(f"hf_{name}", lambda path: export_transformers_cnn(name, path))
 
 
+def quantized_transformers_cnn(name: str) -> Path:
+    """The transformers network quantized with ONNX Runtime's `quantize_static`: QDQ format, int8 weights
+    per output channel, uint8 activations calibrated on 8 random images (seed 0)."""
+    def quantize(path: Path) -> None:
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+        class Images(CalibrationDataReader):
+            def __init__(self):
+                rng = np.random.default_rng(0)
+                self.images = iter([{"pixel_values": rng.standard_normal(IMAGE, dtype=np.float32)} for _ in range(8)])
+
+            def get_next(self):
+                return next(self.images, None)
+
+        quantize_static(str(transformers_cnn(name)), str(path), Images(), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return cached(f"hf_{name}_qdq_int8", quantize)
+
+
 def _decoder() -> onnx.ModelProto:
     """Three ConvTranspose upsampling stages (k4 s2 p1, 256 -> 128 -> 64 -> 32 channels, 14×14 -> 112×112),
     each followed by a 3×3 Conv and Relu, then a 1×1 Conv to 2 classes."""

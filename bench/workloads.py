@@ -259,6 +259,14 @@ def _transformers_cnn(name: str) -> Workload:
                     requires=("torch", "transformers"))
 
 
+def _quantized_cnn(name: str) -> Workload:
+    path_of = lambda: cnn_models.quantized_transformers_cnn(name)   # noqa: E731
+    return Workload(f"cnn_{name}_int8", "quantized",
+                    f"transformers {name} backbone quantized with onnxruntime's quantize_static (QDQ, per-channel "
+                    "int8 weights, uint8 activations), 1x3x224x224", path_of, _image_feeds(path_of),
+                    requires=("torch", "transformers", "onnxruntime"))
+
+
 def _zoo(name: str) -> Workload:
     path = models.zoo_model(name)
 
@@ -321,6 +329,7 @@ WORKLOADS: dict[str, Workload] = {
         _bert(8, 128),
         _dynamic_bert(1, 128),
         _dynamic_bert(8, 128),
+        _quantized_cnn("resnet50"),
         _gpt2(1, 128),
         _vit(1),
         *(_zoo(name) for name in ("resnet50", "densenet121", "inception_v1", "squeezenet", "shufflenet")),
