@@ -140,12 +140,17 @@ class ConvKernel(WeightedKernel):
         self.planar = self.attrs["input_layout"] == "NCHW"   # (a network's image, read in place)
         self.activation = self.attrs["activation"]            # (before any absorbed epilogue)
         self.depthwise = is_depthwise(w.shape, group) and not self.planar
-        kind = window_launch.PackedDepthwise if self.depthwise else conv_launch.PackedConv
-        self.packed = held_weights.offered(node.inputs[1], kind) or \
-            (window_launch.pack_depthwise(w) if self.depthwise else conv_launch.pack_conv(w, group))
+        self.packed = self._packed_weights(node)
         self.added: np.ndarray | None = None              # absorbed bias Adds, summed
         self.clamp: tuple[float, float] | None = None
         self.epilogue: list[tuple[str, np.ndarray | None, dict]] = []   # applied after the kernel
+
+    def _packed_weights(self, node: Node):
+        """The weights in the kernel's form: the one offered (a saved model's), else packed here."""
+        kind = window_launch.PackedDepthwise if self.depthwise else conv_launch.PackedConv
+        w = node.inputs[1]
+        return held_weights.offered(w, kind) or \
+            (window_launch.pack_depthwise(w.data) if self.depthwise else conv_launch.pack_conv(w.data, self.attrs["group"]))
 
     def spatial(self, x):
         return tuple(x.shape[2:4]) if self.planar else tuple(x.shape[1:3])

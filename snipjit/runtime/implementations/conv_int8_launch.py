@@ -48,7 +48,11 @@ class PackedInt8Conv:
     weight_scales: np.ndarray   # [O] float32
     channels: int               # C
     kp: int                     # channels per pixel of the quantized image (C padded)
-    taps: int
+    kernel: tuple[int, int]     # (KH, KW)
+
+    @property
+    def taps(self) -> int:
+        return self.kernel[0] * self.kernel[1]
 
     @property
     def n(self) -> int:
@@ -57,6 +61,13 @@ class PackedInt8Conv:
     @property
     def shape(self):
         return self.weights.shape
+
+    def unpack(self) -> np.ndarray:
+        """The float weights [O, C, KH, KW] they were recovered from (int8 times the scales)."""
+        panels, steps, nr, group = self.weights.data.shape
+        matrix = self.weights.data.transpose(1, 3, 0, 2).reshape(steps * group, panels * nr)[:, :self.n]
+        q = matrix.reshape(*self.kernel, self.kp, self.n)[:, :, :self.channels].transpose(3, 2, 0, 1)
+        return np.ascontiguousarray(q.astype(np.float32) * self.weight_scales.reshape(-1, 1, 1, 1))
 
 
 def pack_int8_conv(q: np.ndarray, scales: np.ndarray) -> PackedInt8Conv:
@@ -67,7 +78,7 @@ def pack_int8_conv(q: np.ndarray, scales: np.ndarray) -> PackedInt8Conv:
     taps[:, :c, :] = q.transpose(2, 3, 1, 0).reshape(kh * kw, c, o)
     weights = int8.pack(taps.reshape(kh * kw * kp, o), shape)
     per_channel = np.ascontiguousarray(np.broadcast_to(np.asarray(scales, np.float32).reshape(-1), (o,)))
-    return PackedInt8Conv(weights, per_channel, c, kp, kh * kw)
+    return PackedInt8Conv(weights, per_channel, c, kp, (kh, kw))
 
 
 def _compiled(name: str, module):
