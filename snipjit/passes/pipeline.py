@@ -17,6 +17,7 @@ from ..ops.infer_shapes import infer_shapes
 from .mark_quantized_convolutions import mark_quantized_convolutions
 from .mark_skipped import mark_skipped_by_plugin
 from .postpone_broadcast import postpone_broadcast
+from .quantized_products import quantized_products
 from .simplify_shapes import simplify_shapes
 from .split_runtime_constants import split_runtime_constants_pass
 from .tokenize import tokenize_snippets
@@ -42,6 +43,7 @@ def default_pipeline(options: dict) -> list[GraphPass]:
         passes += [GraphPass("SimplifyShapes", simplify_shapes),
                    GraphPass("FoldBatchNorm", fold_batchnorm),   # writes weight arithmetic FoldConstants evaluates
                    GraphPass("MarkQuantizedConvolutions", mark_quantized_convolutions),   # (before the weights fold)
+                   GraphPass("QuantizedProducts", quantized_products),
                    GraphPass("FoldConstants", fold_constants),
                    GraphPass("PostponeBroadcast", postpone_broadcast),
                    GraphPass("FoldConstants", fold_constants),   # again: what PostponeBroadcast moved
