@@ -198,6 +198,25 @@ def dynamic_bert_model(spec: BertSpec) -> Path:
     return cached(spec.cache_name + "_dynamic_int8", quantize)
 
 
+def static_bert_model(spec: BertSpec) -> Path:
+    """The BERT encoder quantized with ONNX Runtime's `quantize_static`: QDQ format, int8 weights per
+    channel, int8 activations calibrated on 4 random batches (seed 0)."""
+    def quantize(path: Path) -> None:
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+        rng = np.random.default_rng(0)
+
+        class Batches(CalibrationDataReader):
+            def __init__(self):
+                self.batches = iter([bert_feeds(1, 128, spec.vocab, rng) for _ in range(4)])
+
+            def get_next(self):
+                return next(self.batches, None)
+
+        quantize_static(str(bert_model(spec)), str(path), Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    return cached(spec.cache_name + "_qdq_int8", quantize)
+
+
 def bert_feeds(batch: int, sequence: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Random token ids and a padding mask: row i has its last (i+1)*sequence//(batch+2) positions
     masked, so every row has some padding and the rows differ."""

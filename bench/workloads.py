@@ -220,6 +220,18 @@ def _dynamic_bert(batch: int, sequence: int) -> Workload:
     )
 
 
+def _static_bert(batch: int, sequence: int) -> Workload:
+    return Workload(
+        f"bert_qdq_int8_b{batch}_s{sequence}",
+        "quantized",
+        f"the BERT encoder quantized with onnxruntime's quantize_static (QDQ, per-channel int8 weights, int8 "
+        f"activations), batch {batch}, sequence {sequence}",
+        lambda: models.static_bert_model(BERT),
+        lambda rng: models.bert_feeds(batch, sequence, BERT.vocab, rng),
+        requires=("torch", "transformers", "onnxruntime"),
+    )
+
+
 def _gpt2(batch: int, sequence: int) -> Workload:
     return Workload(
         f"gpt2_b{batch}_s{sequence}",
@@ -329,6 +341,7 @@ WORKLOADS: dict[str, Workload] = {
         _bert(8, 128),
         _dynamic_bert(1, 128),
         _dynamic_bert(8, 128),
+        _static_bert(1, 128),
         _quantized_cnn("resnet50"),
         _gpt2(1, 128),
         _vit(1),
