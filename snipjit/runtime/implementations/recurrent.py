@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ...ir.graph import Node
+from ...memory.solver import aligned_empty
 from ...ops.recurrent import ACTIVATIONS
 from ..caches.object_cache import native_kernel
 from ..parallel.native_threads import get_native_pool, run_items, scratchpads
@@ -121,6 +122,13 @@ def _pad(a: np.ndarray, hidden: int, padded: int) -> np.ndarray:
     return np.ascontiguousarray(out.reshape(a.shape[:-1] + (-1,)))
 
 
+def _aligned(a: np.ndarray) -> np.ndarray:
+    """A copy of float32 `a` at a cache-line boundary (the kernel's vector loads never split a line)."""
+    out = aligned_empty(a.nbytes).view(np.float32).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 class RecurrentKernel(Kernel):
     """A recurrent layer on the GEMM and the generated recurrence, its weights packed once."""
 
@@ -151,7 +159,7 @@ class RecurrentKernel(Kernel):
             p = inputs[7].data.astype(np.float32).reshape(self.directions, -1)
             self.peepholes = [_pad(p[d], hidden, padded) for d in range(self.directions)]
         width = self.shapes[0].vectors * self.shapes[0].lanes   # Rᵀ as panels of a block's columns
-        self.rt = [np.ascontiguousarray(_pad(r[d].T, hidden, padded).reshape(hidden, -1, width).transpose(1, 0, 2))
+        self.rt = [_aligned(_pad(r[d].T, hidden, padded).reshape(hidden, -1, width).transpose(1, 0, 2))
                    for d in range(self.directions)]
         host = jit.host()
         self.kernels = [native_kernel(lambda s=s: recurrence_module(s), s.name, host.cpu, host.features)
@@ -194,7 +202,7 @@ class RecurrentKernel(Kernel):
             self.reference.run_into(inputs, outputs)
             return
         rows = x.reshape(-1, x.shape[-1])
-        xw = np.empty((rows.shape[0], gates), np.float32)
+        xw = aligned_empty(rows.shape[0] * gates * 4).view(np.float32).reshape(rows.shape[0], gates)
         pool = get_native_pool()
         threads = min(batch, pool.threads if pool is not None else 1)
         scratch = scratchpads(pool.threads if pool is not None else 1, (gates + 3 * padded) * 4)   # (any may run one)
