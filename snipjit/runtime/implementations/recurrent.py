@@ -9,7 +9,7 @@ hard_sigmoid, elu, softsign, softplus, and Affine and ScaledTanh composed in the
 functions make its kernel. Weights are packed once: Wᵀ for the GEMM (its bias: B's halves summed, but for a
 GRU's candidate, whose recurrent bias the kernel adds), Rᵀ as panels of gate outputs, each gate block (and
 the biases and peepholes) padded with zeros to whole vectors. Other layers (other dtypes, weights computed
-at run time, unknown functions) and malformed inputs run on the reference kernel.
+at run time, unknown functions, a negative clip) and malformed inputs run on the reference kernel.
 """
 from __future__ import annotations
 
@@ -97,8 +97,8 @@ def accepts_recurrent(node: Node, options: dict) -> bool:
     a = node.attrs
     inputs = list(node.inputs) + [None] * (8 - len(node.inputs))
     directions = 2 if a.get("direction") == "bidirectional" else 1
-    if _functions(node, directions) is None:
-        return False
+    if _functions(node, directions) is None or (a.get("clip") is not None and not a["clip"] >= 0):
+        return False   # (a negative clip: NumPy's clip gives its bound everywhere)
     if not all(v is not None and v.is_constant for v in inputs[1:3]) or any(
             v is not None and not v.is_constant for v in (inputs[3], inputs[7])):
         return False

@@ -1,8 +1,8 @@
 """LSTM, GRU and RNN layers on the GEMM and the generated recurrence against the reference kernel at every
 ISA level this host can execute: directions, both layouts, both GRU variants, with and without bias and
 initial states, batches, sequence lengths, clip, peepholes, input_forget, every ONNX gate function and
-hidden sizes off the vector width; layers the kernel does not take (weights fed at run time) stay on the
-reference kernel, and malformed lengths fail as on it."""
+hidden sizes off the vector width; layers the kernel does not take (weights fed at run time, a negative clip)
+stay on the reference kernel, and malformed lengths fail as on it."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -185,3 +185,7 @@ def test_weights_fed_at_run_time_stay_on_the_reference_kernel():
     weights = graph.initializer.pop(1)   # R becomes an input
     graph.input.append(helper.make_tensor_value_info("R", TensorProto.FLOAT, list(weights.dims)))
     compare(model, {**feeds, "R": numpy_helper.to_array(weights)}, kind="reference")
+
+
+def test_a_negative_clip_stays_on_the_reference_kernel():
+    compare(*lstm_model(5, 2, 8, 32, clip=-0.5), kind="reference")
