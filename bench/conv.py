@@ -1,0 +1,126 @@
+"""ResNet-50's convolutions one by one: snipjit's channels-last kernel against ONNX Runtime and the FMA peak.
+
+    python -m bench.conv [--threads 2] [--rounds 5] [--budget 0.2] [--int8]
+
+Each distinct convolution of ResNet-50 (batch 1, 224×224; bias and Relu as the network has them after
+BatchNorm folding) runs as snipjit's prepared launch (`conv_launch`, repeats=True: NHWC input and output
+as the runtime's arena places them; the first layer reads its NCHW image in place, as in the network)
+and as a one-node ONNX model (Conv + Relu, NCHW) in ONNX Runtime with its input and output bound once.
+The engines alternate in this one process, round by round, each timed for a fixed time per round; the
+FMA peak (a register-only FMA loop, `bench.gemm`) is measured in the same run. `--int8` also times the
+int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from bench.gemm import cpu_model, fma_peak, seconds_per_call
+from bench.window import ort_engine
+
+# (H, W, C, O, kernel, stride, pad, count in the network)
+RESNET50 = (
+    (224, 224, 3, 64, 7, 2, 3, 1),
+    (56, 56, 64, 64, 1, 1, 0, 1), (56, 56, 64, 64, 3, 1, 1, 3), (56, 56, 64, 256, 1, 1, 0, 4),
+    (56, 56, 256, 64, 1, 1, 0, 2), (56, 56, 256, 128, 1, 1, 0, 1), (56, 56, 128, 128, 3, 2, 1, 1),
+    (56, 56, 256, 512, 1, 2, 0, 1), (28, 28, 128, 512, 1, 1, 0, 4), (28, 28, 512, 128, 1, 1, 0, 3),
+    (28, 28, 128, 128, 3, 1, 1, 3), (28, 28, 512, 256, 1, 1, 0, 1), (28, 28, 256, 256, 3, 2, 1, 1),
+    (28, 28, 512, 1024, 1, 2, 0, 1), (14, 14, 256, 1024, 1, 1, 0, 6), (14, 14, 1024, 256, 1, 1, 0, 5),
+    (14, 14, 256, 256, 3, 1, 1, 5), (14, 14, 1024, 512, 1, 1, 0, 1), (14, 14, 512, 512, 3, 2, 1, 1),
+    (14, 14, 1024, 2048, 1, 2, 0, 1), (7, 7, 512, 2048, 1, 1, 0, 3), (7, 7, 2048, 512, 1, 1, 0, 2),
+    (7, 7, 512, 512, 3, 1, 1, 2),
+)
+
+
+def conv_model(c: int, o: int, k: int, s: int, p: int, h: int, w: int, weights, bias) -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4),
+         helper.make_node("Relu", ["c"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(bias, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float]:
+    """The engines of one shape (callables), its multiply-adds ×2 and the largest error against ORT
+    (relative to the largest output)."""
+    from snipjit.memory.solver import aligned_empty
+    from snipjit.runtime.implementations import conv_launch
+    h, w, c, o, k, s, p, _ = shape
+    rng = np.random.default_rng(0)
+    planar = c <= 4
+    x = aligned_empty(h * w * c * 4).view(np.float32).reshape((1, c, h, w) if planar else (1, h, w, c))
+    x[...] = rng.standard_normal(x.shape, dtype=np.float32)
+    weights = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    geometry = conv_launch.ConvGeometry((k, k), (s, s), (p,) * 4)
+    oh, ow = geometry.output_size(h, w)
+    out = aligned_empty(oh * ow * o * 4).view(np.float32).reshape(1, oh, ow, o)
+    launch = conv_launch.prepare_conv(x, conv_launch.pack_conv(weights, 1), out, geometry, bias, (0.0, np.inf),
+                                      repeats=True, planar=planar)
+    x_nchw = x if planar else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    y_nchw = np.empty((1, o, oh, ow), np.float32)
+    found = {"snipjit": launch.run, "onnxruntime": ort_engine(conv_model(c, o, k, s, p, h, w, weights, bias),
+                                                                  x_nchw, y_nchw, threads)}
+    for fn in found.values():
+        fn()
+    error = float(np.abs(out - y_nchw.transpose(0, 2, 3, 1)).max() / max(1.0, np.abs(y_nchw).max()))
+    if int8 and not planar:
+        found["snipjit int8"] = int8_engine(x, weights, bias, out, geometry)
+    found["arrays"] = (x, out, x_nchw, y_nchw)   # (the launches read them: keep them alive)
+    return found, 2.0 * oh * ow * o * c * k * k, error
+
+
+def int8_engine(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, out: np.ndarray, geometry):
+    from snipjit.ops.int8 import StaticQuantization
+    from snipjit.runtime.implementations.conv_int8_launch import pack_int8_conv, prepare_int8_conv
+    scales = (np.abs(weights).reshape(len(weights), -1).max(1) / 127).astype(np.float32)
+    q = np.round(weights / scales.reshape(-1, 1, 1, 1)).astype(np.int8)
+    quantization = StaticQuantization(float(np.abs(x).max() / 127), 128, 0, 255, tuple(map(float, scales)))
+    launch = prepare_int8_conv(x, pack_int8_conv(q, scales), out, geometry, quantization, bias, (0.0, np.inf))
+    return launch.run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=0.2, help="seconds per engine per round")
+    parser.add_argument("--int8", action="store_true", help="also the int8 convolution of each shape (GOP/s)")
+    args = parser.parse_args(argv)
+    import os
+    os.environ.setdefault("SNIPJIT_NUM_THREADS", str(args.threads))
+    from snipjit.targets.llvm import jit
+    peak = fma_peak(args.threads, args.rounds)
+    print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, {args.threads} threads; "
+          f"FMA peak {peak:.1f} GFLOP/s; GFLOP/s per convolution (median of {args.rounds} rounds)")
+    print(f"{'H×W×C→O k s':>22} {'n':>2} {'snipjit':>8} {'ORT':>8} {'vs ORT':>7} {'of peak':>8}"
+          + (f" {'int8 GOP/s':>11}" if args.int8 else ""))
+    total = {"snipjit": 0.0, "onnxruntime": 0.0}
+    for shape in RESNET50:
+        found, flops, error = engines(shape, args.threads, args.int8)
+        arrays = found.pop("arrays")
+        if error > 1e-4:
+            raise AssertionError(f"snipjit's convolution {shape} differs from ONNX Runtime's by {error:.2e}")
+        times: dict[str, list[float]] = {name: [] for name in found}
+        for _ in range(args.rounds):
+            for name, fn in found.items():
+                times[name].append(seconds_per_call(fn, args.budget))
+        rate = {name: flops / statistics.median(t) / 1e9 for name, t in times.items()}
+        for name in total:
+            total[name] += shape[7] * statistics.median(times[name])
+        h, w, c, o, k, s, _, count = shape
+        del arrays
+        print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {rate['onnxruntime']:8.1f} "
+              f"{rate['snipjit'] / rate['onnxruntime']:7.2f} {rate['snipjit'] / peak:8.0%}"
+              + (f" {rate.get('snipjit int8', float('nan')):11.1f}" if args.int8 else ""))
+    print(f"all of ResNet-50's convolutions: snipjit {total['snipjit'] * 1e3:.2f} ms, ONNX Runtime "
+          f"{total['onnxruntime'] * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
