@@ -5,7 +5,9 @@ of the dims are static, or when the computed shape is just "the same dims as the
 tracks, for each small integer vector computed from `Shape`, what each element is: a known int, or
 "dim `a` of value `v`" (`DimOf`). It follows `Shape`, and `Gather`, `Slice`, `Squeeze`, `Unsqueeze`,
 `Concat`, `Reshape`, `Identity` and `Cast` to i32/i64 with constant index inputs (by running each op's
-reference kernel on the element positions, so the ops mean exactly what the registry says). Then:
+reference kernel on the element positions, so the ops mean exactly what the registry says). The outputs
+of a Split have the dims of its input off the split axis (GPT-2 reshapes V to heads with the dims of K,
+both from one Split: so V's Reshape gets a constant target, and the Split no longer feeds a Shape). Then:
 
 * a vector whose elements are all known ints becomes a constant (`Shape` of a partially static value,
   where only static dims are gathered);
@@ -47,9 +49,18 @@ class DimOf:
 
 
 def dim_key(v: Value, axis: int) -> Hashable:
-    """What dim `axis` of `v` is known to equal: its size, its name, or only itself."""
+    """What dim `axis` of `v` is known to equal: its size, its name, the same dim of the input of the Split
+    giving `v` (off the split axis), or only itself."""
     d = v.shape[axis]
-    return d if d is not None else (id(v), axis)
+    if d is not None:
+        return d
+    split = v.producer
+    if split is not None and split.op == "Split" and not split.domain:
+        x = split.inputs[0]
+        rank = len(v.shape)
+        if x.shape is not None and len(x.shape) == rank and axis != split.attrs.get("axis", 0) % rank:
+            return dim_key(x, axis)
+    return (id(v), axis)
 
 
 def entry_key(e) -> Hashable:
