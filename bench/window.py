@@ -1,14 +1,23 @@
 """Depthwise convolutions and a max pool: snipjit's NHWC window kernel against ONNX Runtime.
 
-    python -m bench.window [--threads 2] [--rounds 7] [--budget 0.2]
+    python -m bench.window [--threads 2] [--rounds 7] [--budget 0.2] [--kernels 3,5,7]
 
-The shapes are MobileNet-V2's depthwise 3×3 convolutions (N=1, bias, Relu6 clamp) and ResNet's 3×3
-stride-2 MaxPool. snipjit runs a prepared launch (`window_launch`, repeats=True) on an NHWC input into
-an NHWC output, both 64-byte aligned as the runtime's arena places them; ONNX Runtime runs a one-node
-ONNX model (Conv with group=C followed by Clip, or MaxPool)
+The shapes are the depthwise convolutions (N=1, bias, Relu6 clamp) of MobileNet-V2 (3×3), EfficientNet-B0
+(5×5) and ConvNeXt (7×7), and ResNet's 3×3 stride-2 MaxPool. snipjit runs a prepared launch
+(`window_launch`, repeats=True) on an NHWC input into an NHWC output, both 64-byte aligned as the runtime's
+arena places them; ONNX Runtime runs a one-node ONNX model (Conv with group=C followed by Clip, or MaxPool)
 in NCHW with its input and output bound once (IOBinding), so its time includes whatever layout handling
 it does inside. The engines run in this one process, alternated round by round, each timed for a fixed
 time per round; the figure is the median over rounds, in microseconds per call.
+
+The streaming limit is bench/stream.c (`bench.stream`, the elementwise suite's stream-limit engine) moving
+the bytes the layer must move at least, on the same threads: reading the input and the weights once and
+writing the output once. It streams an output-sized array out of each output-sized piece of one buffer
+as large as input and weights, and reads what is left over in a second call; "limit" is the kernel's
+share of it (limit time / kernel time), 100% at the bandwidth of a plain streaming loop; the limit's time is
+its fastest round (a busy core stalls its static split), the engines' the median. "FMA bound" is the time
+of the layer's multiply-adds at the FMA peak (`bench.gemm`, measured in the same run): a layer whose FMA
+bound exceeds its streaming limit cannot reach the limit.
 """
 from __future__ import annotations
 
@@ -17,18 +26,22 @@ import statistics
 
 import numpy as np
 
-from bench.gemm import cpu_model, seconds_per_call
+from bench.gemm import cpu_model, fma_peak, seconds_per_call
 
-# (H, W, C, kernel, stride); pads 1 on every side
-DEPTHWISE = ((112, 112, 32, 3, 1), (112, 112, 96, 3, 2), (56, 56, 144, 3, 1), (28, 28, 192, 3, 1),
-             (14, 14, 384, 3, 1), (14, 14, 576, 3, 1), (7, 7, 960, 3, 1))
+# (H, W, C, kernel, stride); pads kernel // 2 on every side
+DEPTHWISE = ((112, 112, 32, 3, 1), (112, 112, 96, 3, 2), (56, 56, 144, 3, 1), (28, 28, 192, 3, 1),   # MobileNet-V2
+             (14, 14, 384, 3, 1), (14, 14, 576, 3, 1), (7, 7, 960, 3, 1),
+             (56, 56, 144, 5, 2), (28, 28, 240, 5, 1), (14, 14, 480, 5, 1), (14, 14, 672, 5, 1),   # EfficientNet-B0
+             (14, 14, 672, 5, 2), (7, 7, 1152, 5, 1),
+             (56, 56, 96, 7, 1), (28, 28, 192, 7, 1), (14, 14, 384, 7, 1), (7, 7, 768, 7, 1))   # ConvNeXt-T
 MAXPOOL = (112, 112, 64, 3, 2)
 
 
 def onnx_model(kind: str, h: int, w: int, c: int, k: int, s: int, weights=None, bias=None) -> bytes:
     from onnx import TensorProto, helper, numpy_helper
-    attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[1, 1, 1, 1])
-    oh, ow = (h + 2 - k) // s + 1, (w + 2 - k) // s + 1
+    pad = k // 2
+    attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[pad] * 4)
+    oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
     init = []
     if kind == "conv":
         nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], group=c, **attrs),
@@ -55,6 +68,19 @@ def ort_engine(model: bytes, x_nchw: np.ndarray, y_nchw: np.ndarray, threads: in
     return lambda: session.run_with_iobinding(binding)
 
 
+def stream_limit(read: int, written: np.ndarray, threads: int):
+    """A call of the stream kernel reading `read` floats and writing `written` (float32) once."""
+    from bench import stream
+    n = written.size
+    source = np.empty(read, np.float32)
+    source[...] = 1
+    pieces, left = divmod(read, n)
+    calls = [stream.bind([source[i * n:(i + 1) * n] for i in range(pieces)], [written.reshape(-1)], threads)]
+    if left:
+        calls.append(stream.bind([source[pieces * n:]], [], threads))
+    return lambda: [call() for call in calls]
+
+
 def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -> dict[str, float]:
     from snipjit.runtime.implementations import window_launch as wl
     h, w, c, k, s = shape
@@ -64,7 +90,7 @@ def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -
     x[...] = rng.standard_normal((1, h, w, c), dtype=np.float32)
     weights = rng.standard_normal((c, 1, k, k), dtype=np.float32)
     bias = rng.standard_normal(c, dtype=np.float32)
-    window = wl.Window((k, k), (s, s), (1, 1, 1, 1))
+    window = wl.Window((k, k), (s, s), (k // 2,) * 4)
     oh, ow = window.output_size(h, w)
     out = aligned_empty(oh * ow * c * 4).view(np.float32).reshape(1, oh, ow, c)
     if kind == "conv":
@@ -73,8 +99,10 @@ def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -
         launch = wl.prepare_pool("max", x, out, window, repeats=True)
     x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
     y_nchw = np.empty((1, c, oh, ow), np.float32)
+    read = x.size + (weights.size + bias.size if kind == "conv" else 0)
     engines = {"snipjit": launch.run,
-               "onnxruntime": ort_engine(onnx_model(kind, h, w, c, k, s, weights, bias), x_nchw, y_nchw, threads)}
+               "onnxruntime": ort_engine(onnx_model(kind, h, w, c, k, s, weights, bias), x_nchw, y_nchw, threads),
+               "limit": stream_limit(read, np.empty_like(out), threads)}
     for fn in engines.values():
         fn()
     error = np.abs(out - y_nchw.transpose(0, 2, 3, 1)).max()
@@ -84,7 +112,9 @@ def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -
     for _ in range(rounds):
         for name, fn in engines.items():
             times[name].append(seconds_per_call(fn, budget))
-    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
+    # the limit's fastest round: its OpenMP loop splits statically, so a core taken by another process
+    # stalls a whole round of it (the kernels balance their work between threads)
+    return {name: (min(t) if name == "limit" else statistics.median(t)) * 1e6 for name, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -92,19 +122,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--budget", type=float, default=0.2, help="seconds per engine per round")
+    parser.add_argument("--kernels", default="3,5,7", help="depthwise kernel sizes to time (comma-separated)")
     args = parser.parse_args(argv)
+    kernels = {int(k) for k in args.kernels.split(",") if k}
     import os
     os.environ.setdefault("SNIPJIT_NUM_THREADS", str(args.threads))
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     from snipjit.targets.llvm import jit
-    print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, "
-          f"{args.threads} threads; microseconds per call (median of {args.rounds} rounds)")
-    print(f"{'op':>8} {'H×W×C k s':>18} {'snipjit':>9} {'ORT':>9} {'ORT/snipjit':>12}")
-    rows = [("dwconv", shape) for shape in DEPTHWISE] + [("maxpool", MAXPOOL)]
+    peak = fma_peak(args.threads, args.rounds)
+    print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, {args.threads} threads, "
+          f"FMA peak {peak:.0f} GFLOP/s; microseconds per call (median of {args.rounds} rounds)")
+    print(f"{'op':>8} {'H×W×C k s':>18} {'snipjit':>9} {'ORT':>9} {'ORT/snipjit':>12} {'stream':>9} {'limit':>6} "
+          f"{'FMA bound':>10}")
+    rows = [("dwconv", shape) for shape in DEPTHWISE if shape[3] in kernels] + [("maxpool", MAXPOOL)]
     for name, shape in rows:
         r = measure("conv" if name == "dwconv" else "max", shape, args.threads, args.rounds, args.budget)
         h, w, c, k, s = shape
+        o = (h + 2 * (k // 2) - k) // s + 1
+        fma_bound = 2 * o * o * c * k * k / peak / 1e3 if name == "dwconv" else 0.0
         print(f"{name:>8} {f'{h}×{w}×{c} {k} {s}':>18} {r['snipjit']:9.1f} {r['onnxruntime']:9.1f} "
-              f"{r['onnxruntime'] / r['snipjit']:12.2f}")
+              f"{r['onnxruntime'] / r['snipjit']:12.2f} {r['limit']:9.1f} {r['limit'] / r['snipjit']:6.0%} "
+              f"{fma_bound:10.1f}")
 
 
 if __name__ == "__main__":
