@@ -25,7 +25,8 @@ from .gemm_launch import available
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
 ITEMS_PER_THREAD = 8          # work items wanted per thread (the pool balances them between cores)
-REUSE_WIDTHS = (3, 5)         # kernel widths with a depthwise kernel reusing inputs across pixels (stride 1)
+REUSE_WIDTHS = range(2, 8)    # kernel widths with a depthwise kernel reusing inputs across pixels
+REUSE_STRIDES = (1, 2)        # and its column strides
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,15 @@ class CompiledWindow:
     features: str
 
 
-def kernel_for(combine: str, activation: str = "", kw: int = 0) -> CompiledWindow:
+def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1) -> CompiledWindow:
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
-    the variant for stride and dilation 1 and that kernel width) at the current ISA level."""
+    the variant for that kernel width, column stride `sw` and column dilation 1) at the current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
     pixels, vectors = window_blocks(level.vector_registers)
-    shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation, kw)
+    shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation, kw,
+                         sw if kw else 1)
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -156,7 +158,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
                          f"{[n, oh, ow, c]}")
     if not available():
         return None
-    kernel = kernel_for(combine, activation, window.kernel[1] if reuse else 0)
+    kernel = kernel_for(combine, activation, window.kernel[1] if reuse else 0, window.strides[1])
     lanes, vectors = kernel.shape.lanes, kernel.shape.vectors
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
@@ -210,7 +212,7 @@ def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray |
         raise ValueError(f"bias has {np.size(bias)} values for {packed.channels} channels")
     if clamp is not None and len(clamp) != 2:
         raise ValueError(f"clamp must be (lo, hi), got {clamp!r}")
-    reuse = window.strides == (1, 1) and window.dilations == (1, 1) and window.kernel[1] in REUSE_WIDTHS
+    reuse = window.strides[1] in REUSE_STRIDES and window.dilations[1] == 1 and window.kernel[1] in REUSE_WIDTHS
     return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation, reuse)
 
 

@@ -19,15 +19,16 @@ consecutive items reuse the input rows they share).
 - dims: see `DIMS`; `ow_lo`/`ow_hi` bound the output columns whose windows lie inside the input's width.
 
 Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through
-the tap loops, so each weight vector loaded serves every pixel of the block. At stride and dilation 1,
-with the kernel width known when generating (`kw`, 3 or 5: MobileNet-V2, EfficientNet), the interior
-blocks also share inputs between pixels: per kernel row, the pixels + kw - 1 input columns are loaded
-once and feed the pixels × kw FMAs (against the runtime-KW tap loop's pixels × kw loads); the kernel
-was load-bound, and this measured 1.1-1.4× faster on Zen 4 (AVX-512). Edge columns, single pixels and
-the channel tail keep the tap loop. Each register block is a
-function of its own, never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets
+the tap loops, so each weight vector loaded serves every pixel of the block. For madd at column
+dilation 1 with the kernel width and column stride known when generating (`kw` up to 7, `sw` 1 or 2),
+the blocks also share inputs between pixels: per kernel row, the (pixels - 1)·sw + kw input columns are
+loaded once and feed the pixels × kw FMAs (against the tap loop's pixels × kw loads); the kernel
+was load-bound, and this measured 1.1-1.4× faster at 3×3, about 3× at 7×7 on Zen 4 (AVX-512). Such a
+row runs in blocks of the widest size that fits it, the last overlapping its neighbour; edge blocks read
+columns outside the input as zeros (a select), and only the channel tail keeps the tap loop. Each register
+block is a function of its own, never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets
 computed, or the blocks inlined into the row loops, LLVM strength-reduces every pixel's address into an
-induction variable and spills them (measured 2-3× slower). Blocks of `pixels` and
+induction variable and spills them (measured 2-3× slower). Without reuse, blocks of `pixels` and
 of half as many run over the interior columns (all taps inside the row, no checks); the columns left
 over and the edge columns run one pixel at a time with their kw range clipped to the input, never
 branching per tap; a row's kh range is clipped the same way. Channels go `vectors` at a time, then one
@@ -61,7 +62,8 @@ class WindowKernel:
     lanes: int      # f32 lanes per vector (the ISA level's width)
     fused: bool = True   # FMA instructions (else a multiply and an add)
     activation: str = ""   # madd: a math-library function applied before the clamp
-    kw: int = 0     # madd at stride and dilation 1: the kernel width, its interior blocks reuse inputs (0: none)
+    kw: int = 0     # madd at column dilation 1: the kernel width, its blocks reuse inputs (0: none)
+    sw: int = 1     # with kw: the column stride
 
     def __post_init__(self):
         if self.combine not in COMBINES:
@@ -73,7 +75,7 @@ class WindowKernel:
     def name(self) -> str:
         return (f"snipjit_window_{self.combine}_{self.pixels}x{self.vectors}x{self.lanes}"
                 f"{'' if self.fused else '_mul_add'}{'_' + self.activation if self.activation else ''}"
-                f"{f'_kw{self.kw}' if self.kw else ''}")
+                f"{f'_kw{self.kw}' if self.kw else ''}{f'_s{self.sw}' if self.sw != 1 else ''}")
 
 
 def window_blocks(registers: int) -> tuple[int, int]:
@@ -221,23 +223,40 @@ def _accumulate(g: _Builder, blk: _Block, pixels: int, vectors: int, mask) -> li
     return outer
 
 
-def _accumulate_row_taps(g: _Builder, blk: _Block, pixels: int, v: int) -> list:
-    """The accumulators [pixel] of channel vector `v` of an interior block at stride and dilation 1 with
-    the kernel width `kw` known: per kernel row, each of the pixels + kw - 1 input columns is loaded once
-    and feeds the kw (pixel, tap) pairs it belongs to, against kw weight vectors loaded once per row."""
-    b, d, lanes, kw = g.b, g.d, g.shape.lanes, g.shape.kw
+def _accumulate_row_taps(g: _Builder, blk: _Block, pixels: int, v: int, clipped: bool) -> list:
+    """The accumulators [pixel] of channel vector `v` of a block reusing inputs (stride `sw`, kernel width
+    `kw` known): per kernel row, each of the (pixels - 1)·sw + kw input columns is loaded once and feeds
+    the (pixel, tap) pairs it belongs to, against kw weight vectors loaded once per row. `clipped`: the
+    block's first input column is `blk.kw_lo` (maybe negative), columns outside [0, W) read as zeros (a
+    load from column 0 and a select: no branch)."""
+    b, d, lanes, kw, sw = g.b, g.d, g.shape.lanes, g.shape.kw, g.shape.sw
     initial = g.load(g.at(blk.bias, _c(v * lanes)))
     kh_loop = CountedLoop(b, f"kh{v}", blk.kh_lo, blk.kh_hi, 1)
     acc = [kh_loop.phi(g.vec, initial) for _ in range(pixels)]
     kh_loop.enter()
     first = b.mul(kh_loop.index, _c(kw))
     x_row = g.at(blk.x, b.load(b.gep(g.p["taps"], [first], source_etype=I64), typ=I64))   # see _accumulate
-    weights = [g.load(g.at(blk.w, b.add(b.mul(b.add(first, _c(t)), d["cp"]), _c(v * lanes)))) for t in range(kw)]
+    columns = (pixels - 1) * sw + kw
+    # the block was sized for pixels·vectors accumulators in half the registers; when the accumulators,
+    # weights and every input column of a row exceed them, a scheduling barrier after each column stops
+    # LLVM from loading them all up front, and the weights are loaded where used (FMA memory operands)
+    barrier = pixels + kw + columns > 2 * g.shape.pixels * g.shape.vectors
+    weight = [g.at(blk.w, b.add(b.mul(b.add(first, _c(t)), d["cp"]), _c(v * lanes))) for t in range(kw)]
+    weights = weight if barrier else [g.load(address) for address in weight]
     updated = list(acc)
-    for j in range(pixels + kw - 1):
-        x = g.load(g.at(x_row, b.add(b.mul(d["C"], _c(j)), _c(v * lanes))))
-        for t in range(max(0, j - pixels + 1), min(kw, j + 1)):
-            updated[j - t] = g.combine(updated[j - t], x, weights[t])
+    for j in range(columns):
+        if clipped:
+            inside = b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"])
+            column = b.select(inside, _c(j), b.sub(_c(0), blk.kw_lo))
+            x = b.select(inside, g.load(g.at(x_row, b.add(b.mul(d["C"], column), _c(v * lanes)))), g.constant(0.0))
+        else:
+            x = g.load(g.at(x_row, b.add(b.mul(d["C"], _c(j)), _c(v * lanes))))
+        for p in range(pixels):
+            if 0 <= j - p * sw < kw:
+                w = g.load(weights[j - p * sw]) if barrier else weights[j - p * sw]
+                updated[p] = g.combine(updated[p], x, w)
+        if barrier:
+            b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True), [])
     kh_loop.leave(list(zip(acc, updated)))
     return acc
 
@@ -258,10 +277,11 @@ def _finish(g: _Builder, acc: list, scale) -> list:
     return acc
 
 
-def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool) -> ir.Function:
+def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: str = "taps") -> ir.Function:
     """The function computing a register block: `pixels` neighbouring output pixels × `vectors` channel
-    vectors (`masked`: one vector, its lanes below `left`)."""
-    name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}"
+    vectors (`masked`: one vector, its lanes below `left`); `mode` "taps" runs the tap loop, "reuse" and
+    "clipped" reuse inputs across pixels (`_accumulate_row_taps`)."""
+    name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}{'' if mode == 'taps' else '_' + mode}"
     fn = g.function(name, [g.ptr] * 6 + [I64] * 5, internal=True)
     b, d, lanes = g.b, g.d, g.shape.lanes
     blk = _Block(*fn.args[2:])
@@ -272,12 +292,12 @@ def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool) -> ir.
         every = b.icmp_signed("!=", d["include_pad"], _c(0))
         divisor = b.select(every, b.mul(d["KH"], d["KW"]), g.maximum(taps, _c(1)))
         scale = g.splat(b.fdiv(ir.Constant(F32, 1.0), b.sitofp(divisor, F32)))
-    if g.shape.kw and pixels > 1 and not masked:
+    if mode != "taps":
         # one vector at a time, stored before the next: in one loop, or with another vector's results
         # live, or unrolled, LLVM's scheduler loads more inputs up front than registers hold, and spills
         fn.attributes.add("optsize")
         for v in range(vectors):
-            acc = _accumulate_row_taps(g, blk, pixels, v)
+            acc = _accumulate_row_taps(g, blk, pixels, v, mode == "clipped")
             for p in range(pixels):
                 g.store(_finish(g, [acc[p]], scale)[0], g.at(blk.out, b.add(b.mul(d["C"], _c(p)), _c(v * lanes))))
         b.ret_void()
@@ -320,7 +340,7 @@ def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, cli
     out_pixel = g.at(row.out_row, b.mul(loop.index, d["C"]))
 
     def call(c, count: int, masked: bool = False) -> None:
-        b.call(blocks[pixels, count, masked],
+        b.call(blocks[pixels, count, masked, "taps"],
                [*row.args, g.at(x_pixel, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out_pixel, c),
                 row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c)])
 
@@ -336,12 +356,85 @@ def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, cli
     return loop.index
 
 
+def _channels(g: _Builder, row: _Row, call) -> None:
+    """`call(c, count)` over the chunk's channels, `vectors` at a time, then one at a time; `call(c, 0)`
+    for the tail of C left (if any)."""
+    b, lanes = g.b, g.shape.lanes
+    c = row.c_begin
+    for count in sorted({g.shape.vectors, 1}, reverse=True):
+        channels = CountedLoop(b, f"c{count}", c, b.sub(row.c_end, _c(count * lanes - 1)), count * lanes)
+        channels.enter()
+        call(channels.index, count)
+        channels.leave()
+        c = channels.index
+    g.when(b.icmp_signed("<", c, row.c_end), lambda: call(c, 0))
+
+
+def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int) -> None:
+    """Output columns [ow0, ow0 + pixels) of a kernel reusing inputs: inside the input's width without
+    checks, else clipped; the channel tail on the tap loop (at the edges one pixel at a time)."""
+    b, d = g.b, g.d
+    iw0 = b.sub(b.mul(ow0, _c(g.shape.sw)), d["pl"])
+    x_pixel, out_pixel = g.at(row.x_row, b.mul(iw0, d["C"])), g.at(row.out_row, b.mul(ow0, d["C"]))
+    inside = b.and_(b.icmp_signed(">=", ow0, d["ow_lo"]), b.icmp_signed("<=", b.add(ow0, _c(pixels)), d["ow_hi"]))
+
+    def call(n: int, mode: str, x, out, c, count: int, kw_lo, kw_hi) -> None:
+        key = (n, max(count, 1), count == 0, "taps" if count == 0 else mode)
+        b.call(blocks[key], [*row.args, g.at(x, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out, c),
+                             row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c)])
+
+    def clipped_tail(c) -> None:
+        loop = CountedLoop(b, "edge", _c(0), _c(pixels), 1)
+        loop.enter()
+        iw = b.add(iw0, b.mul(loop.index, _c(g.shape.sw)))
+        kw_lo, kw_hi = g.clipped_range(iw, d["W"], d["dw"], d["KW"])
+        call(1, "taps", g.at(row.x_row, b.mul(iw, d["C"])), g.at(out_pixel, b.mul(loop.index, d["C"])), c, 0,
+             kw_lo, kw_hi)
+        loop.leave()
+
+    fn = b.function
+    interior, edge, done = (fn.append_basic_block(name) for name in ("interior", "edge", "block.done"))
+    b.cbranch(inside, interior, edge)
+    b.position_at_end(interior)
+    _channels(g, row, lambda c, count: call(pixels, "reuse", x_pixel, out_pixel, c, count, _c(0), d["KW"]))
+    b.branch(done)
+    b.position_at_end(edge)
+    _channels(g, row, lambda c, count: clipped_tail(c) if count == 0 else
+              call(pixels, "clipped", x_pixel, out_pixel, c, count, iw0, d["KW"]))
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _reuse_row(g: _Builder, row: _Row, blocks: dict, sizes: list) -> None:
+    """A row of a kernel reusing inputs: blocks of the widest size not wider than the row, the last one
+    overlapping its neighbour when the row is no multiple of it (it writes the same values again)."""
+    b, d, fn = g.b, g.d, g.b.function
+    done = fn.append_basic_block("row.done")
+    for pixels in sizes:
+        stage, other = fn.append_basic_block(f"row{pixels}"), fn.append_basic_block(f"row{pixels}.not")
+        b.cbranch(b.icmp_signed(">=", d["OW"], _c(pixels)), stage, other)
+        b.position_at_end(stage)
+        loop = CountedLoop(b, f"ob{pixels}", _c(0), b.sub(d["OW"], _c(pixels - 1)), pixels)
+        loop.enter()
+        _reuse_block(g, row, blocks, loop.index, pixels)
+        loop.leave()
+        g.when(b.icmp_signed("<", loop.index, d["OW"]),
+               lambda: _reuse_block(g, row, blocks, b.sub(d["OW"], _c(pixels)), pixels))
+        b.branch(done)
+        b.position_at_end(other)
+    b.branch(done)
+    b.position_at_end(done)
+
+
 def window_module(shape: WindowKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
     g = _Builder(shape)
     sizes = sorted({shape.pixels, max(1, shape.pixels // 2), 1}, reverse=True)
-    blocks = {(pixels, count, masked): _block_function(g, pixels, count, masked)
-              for pixels in sizes for count, masked in {(shape.vectors, False), (1, False), (1, True)}}
+    kinds = {(shape.vectors, False, "taps"), (1, False, "taps"), (1, True, "taps")}
+    if shape.kw:
+        kinds = {(count, False, mode) for count in {shape.vectors, 1} for mode in ("reuse", "clipped")}
+        kinds.add((1, True, "taps"))
+    blocks = {(pixels, *kind): _block_function(g, pixels, *kind) for pixels in sizes for kind in sorted(kinds)}
     fn = g.function(shape.name, [g.ptr, g.ptr, I64, I64, g.ptr], internal=False)
     b, d = g.b, g.d
     begin, end = fn.args[2:4]
@@ -359,10 +452,13 @@ def window_module(shape: WindowKernel) -> ir.Module:
     out_row = g.at(g.p["out"], b.mul(b.add(b.mul(n, d["OH"]), oh), b.mul(d["OW"], d["C"])))
     row = _Row(tuple(fn.args[:2]), g.at(x_image, b.mul(ih0, b.mul(d["W"], d["C"]))), out_row, kh_lo, kh_hi,
                c_begin, c_end)
-    ow = _columns(g, row, blocks, _c(0), d["ow_lo"], 1, clip=True)
-    for pixels in sizes[:-1]:
-        ow = _columns(g, row, blocks, ow, d["ow_hi"], pixels, clip=False)
-    _columns(g, row, blocks, ow, d["OW"], 1, clip=True)
+    if shape.kw:
+        _reuse_row(g, row, blocks, sizes)
+    else:
+        ow = _columns(g, row, blocks, _c(0), d["ow_lo"], 1, clip=True)
+        for pixels in sizes[:-1]:
+            ow = _columns(g, row, blocks, ow, d["ow_hi"], pixels, clip=False)
+        _columns(g, row, blocks, ow, d["OW"], 1, clip=True)
     work.leave()
     b.ret_void()
     return g.module

@@ -106,6 +106,18 @@ REUSE_CASES = [
     ((1, 7, 9, 3), (5, 5), (0, 2, 1, 0)),       # asymmetric pads
     ((1, 1, 21, 64), (3, 5), (1, 2, 1, 2)),     # H = 1, KH != KW
     ((1, 12, 40, 160), (5, 3), (2, 1, 2, 1)),
+    ((1, 14, 14, 40), (7, 7), (3, 3, 3, 3)),    # 7×7: edge blocks, an overlapping last block
+    ((2, 7, 7, 19), (7, 7), (3, 3, 3, 3)),      # 7×7 on a 7×7 image: every block clipped, the tail per pixel
+    ((1, 9, 23, 50), (7, 5), (3, 2, 3, 2)),
+    ((1, 6, 3, 17), (5, 5), (2, 2, 2, 2)),      # narrower than half a block
+    ((1, 5, 37, 9), (2, 2), (1, 0, 0, 1)),      # even width, one-sided pads
+]
+STRIDED_REUSE_CASES = [   # column stride 2 (the row stride and dilation are the tap loop's)
+    ((1, 28, 28, 48), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),      # EfficientNet's 5×5 stride 2
+    ((2, 13, 29, 37), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),      # batch, odd width, tail
+    ((1, 9, 40, 24), (3, 3), (1, 2), (2, 1), (0, 0, 1, 1)),       # TF "SAME", row dilation 2
+    ((1, 7, 7, 96), (7, 7), (2, 2), (1, 1), (3, 3, 3, 3)),
+    ((1, 3, 6, 5), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),         # C below the vector width
 ]
 
 
@@ -113,7 +125,18 @@ REUSE_CASES = [
                          ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}{case[1][1]}")
 def test_depthwise_reusing_inputs_across_pixels(level, case):
     shape, kernel, pads = case
-    window = wl.Window(kernel, (1, 1), pads)
+    check_reuse(shape, wl.Window(kernel, (1, 1), pads))
+
+
+@pytest.mark.parametrize("case", STRIDED_REUSE_CASES, ids=lambda case: "x".join(map(str, case[0])) +
+                         f"k{case[1][0]}{case[1][1]}s{case[2][0]}{case[2][1]}")
+def test_depthwise_reusing_inputs_at_column_stride_2(level, case):
+    shape, kernel, strides, dilations, pads = case
+    check_reuse(shape, wl.Window(kernel, strides, pads, dilations))
+
+
+def check_reuse(shape, window):
+    kernel = window.kernel
     rng = np.random.default_rng(sum(shape) + kernel[1])
     x, weights, bias = nhwc(rng, *shape), nhwc(rng, shape[3], 1, *kernel), nhwc(rng, shape[3])
     packed = wl.pack_depthwise(weights)
@@ -125,14 +148,14 @@ def test_depthwise_reusing_inputs_across_pixels(level, case):
         ref = ref if clamp is None else np.clip(ref, *clamp)
         out = np.full(ref.shape, np.nan, np.float32)
         launch = wl.prepare_depthwise(x, packed, b, clamp, out, window, activation=activation)
-        assert launch.kernel.shape.kw == kernel[1]
+        assert (launch.kernel.shape.kw, launch.kernel.shape.sw) == (kernel[1], window.strides[1])
         launch.run()
         check(out, ref)
 
 
-@pytest.mark.parametrize("window", [wl.Window((3, 3), (2, 2), (1, 1, 1, 1)),
+@pytest.mark.parametrize("window", [wl.Window((3, 3), (1, 3), (1, 1, 1, 1)),
                                     wl.Window((3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
-                                    wl.Window((7, 7), (1, 1), (3, 3, 3, 3)), wl.Window((3, 3), (1, 2), (1, 1, 1, 1))])
+                                    wl.Window((9, 9), (1, 1), (4, 4, 4, 4)), wl.Window((1, 1), (1, 1))])
 def test_other_depthwise_windows_keep_the_kernel_without_reuse(window):
     x = np.zeros((1, 9, 9, 8), np.float32)
     out = np.zeros((1, *window.output_size(9, 9), 8), np.float32)

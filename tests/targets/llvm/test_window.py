@@ -12,9 +12,9 @@ from snipjit.targets.llvm.window import COMBINES, WindowKernel, window_blocks, w
 
 
 
-def kernel(combine: str, level: isa.IsaLevel, kw: int = 0) -> WindowKernel:
+def kernel(combine: str, level: isa.IsaLevel, kw: int = 0, sw: int = 1) -> WindowKernel:
     pixels, vectors = window_blocks(level.vector_registers)
-    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw)
+    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw, sw=sw)
 
 
 def functions(asm: str) -> dict[str, str]:
@@ -32,8 +32,9 @@ def masked(text: str) -> bool:
 def test_masks_only_in_the_channel_tail(cpu, level, combine, kw):
     shape = kernel(combine, level, kw)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
-    # the kernel, 3 pixel blocks × (vectors, one vector, masked tail)
-    assert len(bodies) == 1 + 3 * len({(shape.vectors, False), (1, False), (1, True)})
+    # the kernel, 3 pixel blocks × (vectors, one vector, masked tail); reusing inputs, the vectors and the
+    # one vector both interior and clipped
+    assert len(bodies) == 1 + 3 * (5 if kw else 3)
     for name, body in bodies.items():
         assert masked(body) == name.endswith("_masked"), name
     if level is isa.AVX2:
@@ -41,15 +42,16 @@ def test_masks_only_in_the_channel_tail(cpu, level, combine, kw):
 
 
 @pytest.mark.parametrize("cpu, level", CPUS)
-@pytest.mark.parametrize("kw", [0, 3, 5])
-def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, kw):
-    """kw: the variant reusing inputs, its interior blocks one kh loop per channel vector, each loading a
-    kernel row's pixels + kw - 1 input columns and kw weight vectors once."""
-    shape = kernel("madd", level, kw)
+@pytest.mark.parametrize("kw, sw, mode", [(0, 1, ""), (3, 1, "_reuse"), (5, 1, "_reuse"), (7, 1, "_reuse"),
+                                         (5, 2, "_reuse"), (3, 1, "_clipped"), (7, 1, "_clipped"), (3, 2, "_clipped")])
+def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, kw, sw, mode):
+    """kw: the variant reusing inputs, its blocks one kh loop per channel vector, each loading a kernel
+    row's (pixels - 1)·sw + kw input columns and kw weight vectors once."""
+    shape = kernel("madd", level, kw, sw)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
     for pixels in (shape.pixels, shape.pixels // 2):
-        loops = [loop for loop in innermost_loops(bodies[f"{shape.name}_{pixels}x{shape.vectors}"])
+        loops = [loop for loop in innermost_loops(bodies[f"{shape.name}_{pixels}x{shape.vectors}{mode}"])
                  if any("vfmadd" in line for line in loop)]
         if not kw:
             loops = [max(loops, key=lambda lines: sum("vfmadd" in line for line in lines))]
@@ -62,7 +64,9 @@ def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, 
             if kw:
                 loads = sum(re.search(rf"vmovups\s+\S*\(.*%{register}|vfmadd\w+\s+\S*\(", line) is not None
                             for line in loop)
-                assert loads <= fmas // per_pass * (pixels + 2 * kw - 1), "\n".join(loop)
+                columns = (pixels - 1) * sw + kw   # past the register budget, weights are FMA memory operands
+                weights = pixels * kw if pixels + kw + columns > 2 * shape.pixels * shape.vectors else kw
+                assert loads <= fmas // per_pass * (columns + weights), "\n".join(loop)
 
 
 def test_the_portable_level_multiplies_and_adds_without_library_calls():
