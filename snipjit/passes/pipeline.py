@@ -11,6 +11,7 @@ from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .float_integer_products import float_integer_products
 from .decompose_fake_quantize import decompose_fake_quantize
+from .fuse_attention_projections import fuse_attention_projections
 from .fuse_gelu import fuse_gelu
 from .fuse_pad_into_conv import fuse_pad_into_conv
 from ..ops.infer_shapes import infer_shapes
@@ -55,6 +56,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
     passes.append(GraphPass("FusePadIntoConv", fuse_pad_into_conv))
     if options.get("channels_last", True):
         passes.append(GraphPass("ChannelsLast", channels_last))
+    if options.get("fuse", True):
+        passes.append(GraphPass("FuseAttentionProjections", fuse_attention_projections))
     if options.get("fuse", True):
         passes += [GraphPass("TokenizeMHA", tokenize_mha),
                    GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
