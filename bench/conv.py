@@ -12,13 +12,12 @@ int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.gemm import cpu_model, fma_peak, seconds_per_call
+from bench.gemm import cpu_model, fma_peak, layer_parser, seconds_per_call, use_threads
 from bench.window import ort_engine
 
 # (H, W, C, O, kernel, stride, pad, count in the network)
@@ -86,14 +85,10 @@ def int8_engine(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, out: np.nd
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=0.2, help="seconds per engine per round")
+    parser = layer_parser(__doc__, rounds=5)
     parser.add_argument("--int8", action="store_true", help="also the int8 convolution of each shape (GOP/s)")
     args = parser.parse_args(argv)
-    import os
-    os.environ.setdefault("SNIPJIT_NUM_THREADS", str(args.threads))
+    use_threads(args.threads)
     from snipjit.targets.llvm import jit
     peak = fma_peak(args.threads, args.rounds)
     print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, {args.threads} threads; "

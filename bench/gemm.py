@@ -190,6 +190,21 @@ def measure(shape: tuple[int, int, int], threads: int, rounds: int, budget: floa
     return {name: 2 * m * k * n / statistics.median(t) / 1e9 for name, t in times.items()}
 
 
+def layer_parser(doc: str, rounds: int) -> argparse.ArgumentParser:
+    """The options of the one-process layer benchmarks (`bench.window`, `bench.conv`)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--budget", type=float, default=0.2, help="seconds per engine per round")
+    return parser
+
+
+def use_threads(threads: int) -> None:
+    """Every engine of this process on `threads` threads (set before snipjit and the peers start theirs)."""
+    os.environ.setdefault("SNIPJIT_NUM_THREADS", str(threads))
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+
+
 def cpu_model() -> str:
     from snipjit.benchmark import machine_description
     return machine_description()["cpu"]

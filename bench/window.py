@@ -22,12 +22,11 @@ reach the limit; "of bound" is the kernel's share of the larger of the two.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import numpy as np
 
-from bench.gemm import cpu_model, fma_peak, seconds_per_call
+from bench.gemm import cpu_model, fma_peak, layer_parser, seconds_per_call, use_threads
 
 # (H, W, C, kernel, stride); pads kernel // 2 on every side
 DEPTHWISE = ((112, 112, 32, 3, 1), (112, 112, 96, 3, 2), (56, 56, 144, 3, 1), (28, 28, 192, 3, 1),   # MobileNet-V2
@@ -133,16 +132,11 @@ def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--budget", type=float, default=0.2, help="seconds per engine per round")
+    parser = layer_parser(__doc__, rounds=7)
     parser.add_argument("--kernels", default="3,5,7", help="depthwise kernel sizes to time (comma-separated)")
     args = parser.parse_args(argv)
     kernels = {int(k) for k in args.kernels.split(",") if k}
-    import os
-    os.environ.setdefault("SNIPJIT_NUM_THREADS", str(args.threads))
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    use_threads(args.threads)
     from snipjit.targets.llvm import jit
     peak = fma_peak(args.threads, args.rounds)
     rows = [("dwconv", shape) for shape in DEPTHWISE if shape[3] in kernels] + [("maxpool", MAXPOOL)]
