@@ -13,6 +13,7 @@ STAGE_SCRIPTS = {
     "vmath_throughput.py": "times the vector-math routines of the LLVM target",
     "gemm.py": "times the matrix-multiply kernels",
     "window.py": "times the channels-last depthwise-convolution and pooling kernels",
+    "conv.py": "times the channels-last convolution kernels (f32 and int8) layer by layer",
     "runtime_acceptance.py": "counts the kernel cache's hits and misses, and times model loading alone",
 }
 
