@@ -29,6 +29,7 @@ ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted p
 ONE_KEY_BLOCK = 1024                   # up to this many keys, one key block (the whole row of scores)
 KEY_BLOCK = 512                        # else blocks of about this many keys, an online softmax over them
 MAX_CHUNK_ROWS = 256                   # work items of at most this many query rows
+TRIM_MASKED_KEYS = True                # one additive mask: keys it masks away for a whole row block are skipped
 
 
 def describe(body: Graph) -> MHAMatch:
@@ -138,7 +139,9 @@ def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...])
 def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: int, kept: bool):
     """The attention kernel for head sizes d (scores) and dv (output) at the current ISA level, or None.
     The scores block is the GEMM's block for a product as wide as the keys; the output block the widest
-    dividing Dv that keeps a row block of the same height in registers."""
+    dividing Dv that keeps a row block of the same height in registers. With one additive mask, the kernel
+    skips the keys a row block's mask rows all mask away (GPT-2's causal mask, BERT's padded keys): see
+    `targets.llvm.attention._needed_end`."""
     from ...targets.llvm import jit
     from ...targets.llvm.attention import AttentionKernel
     level = jit.host().level
@@ -153,7 +156,7 @@ def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: int, kept: 
             best = (rows, vectors)
     return AttentionKernel(best[0], scores.vectors, best[1], lanes, scores.unroll, level.fused_multiply_add, masked,
                            kept, kept and masks.inverted, kept and masked > 0 and masks.kept_first, masks.causal,
-                           masks.safe)
+                           masks.safe, TRIM_MASKED_KEYS and masked == 1 and not kept)
 
 
 def _compiled(shape) -> tuple[int, object]:

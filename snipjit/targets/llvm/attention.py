@@ -16,6 +16,10 @@ blocks keeps the scratchpad small), per key block:
    (where(keep, s, fill)), both broadcast through strides — then, `causal`, -inf for keys past the row's
    position (key j > row + Sk - Sq); the maximum per row. A causal row block computes only the keys its
    last row sees.
+   With `trimmed` (one additive mask), a row block first scans its mask rows and computes only up to
+   the last key some row needs (masked above -1e30 or NaN, in a row with a key at -1e20 or more; a row
+   without one needs all): the keys past weigh exp(score - maximum) = 0 exactly for finite scores
+   under 1e29, and are not read (GPT-2's causal mask, BERT's padded keys).
 4. Per row: the new maximum m' (with the row's maximum so far m), exp(s - m') in place and its sum; the
    row's accumulated output and sum are rescaled by exp(m - m') and P · V (the K loop over the block's
    keys; B is V's rows in place) and the sum added.
@@ -61,6 +65,7 @@ class AttentionKernel:
     kept_first: bool = False   # the boolean mask comes before the additive one
     causal: bool = False
     safe: bool = False     # a row of -inf scores gives zeros (ONNX Attention), not NaN
+    trimmed: bool = False  # (one additive mask) keys masked away for every row of a block are skipped
 
     @property
     def nr(self) -> int:
@@ -71,7 +76,7 @@ class AttentionKernel:
         keep = ("_unkept" if self.inverted else "_kept") + ("_first" if self.kept_first else "") if self.kept else ""
         return (f"snipjit_attention_{self.mr}x{self.score_vectors}x{self.out_vectors}x{self.lanes}_u{self.unroll}"
                 f"{'' if self.fused else '_mul_add'}{'_mask' * self.masked}{keep}"
-                f"{'_causal' if self.causal else ''}{'_safe' if self.safe else ''}")
+                f"{'_causal' if self.causal else ''}{'_safe' if self.safe else ''}{'_trimmed' if self.trimmed else ''}")
 
     def scratch_floats(self, kb: int, d: int, dv: int, chunk_rows: int) -> int:
         """Floats of scratchpad one thread needs for key blocks of kb keys (a multiple of NR): the block's
@@ -238,6 +243,34 @@ def _softmax_row(g: _Builder, row, top, count):
     return _tree(g, total, b.fadd)
 
 
+SKIPPED_AT_MOST = -1e30   # a key whose mask is this low in a row with a mask this high somewhere ...
+SEEN_AT_LEAST = -1e20     # ... scores below the row's maximum by more than 1e29: its exponential is 0
+
+
+def _needed_end(g: _Builder, row):
+    """The end of the keys a row of the mask (at key 0) needs: one past its last key masked above
+    SKIPPED_AT_MOST (or NaN) when the row has a key masked at least SEEN_AT_LEAST, else all Sk keys. The
+    keys past it add exp(score - maximum) = 0 exactly, for finite scores under 1e29."""
+    b, d, lanes = g.b, g.d, g.shape.lanes
+    v32 = ir.VectorType(I32, lanes)
+    lane_ids = ir.Constant(v32, list(range(lanes)))
+    lane_ids64 = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    low, high = (g.splat(ir.Constant(F32, x), F32) for x in (SKIPPED_AT_MOST, SEEN_AT_LEAST))
+    loop = CountedLoop(b, "trim", _c(0), d["Sk"], lanes)
+    last = loop.phi(v32, ir.Constant(v32, [-1] * lanes))
+    seen = loop.phi(g.mask_t, ir.Constant(g.mask_t, [0] * lanes))
+    loop.enter()
+    inside = b.icmp_signed("<", lane_ids64, g.splat(b.sub(d["Sk"], loop.index), I64))
+    m = g.load(g.at(row, loop.index), inside)
+    needed = b.and_(b.fcmp_unordered(">", m, low), inside)   # (NaN: needed)
+    index = b.add(lane_ids, g.splat(b.trunc(loop.index, I32), I32))
+    loop.leave([(last, b.select(needed, index, last)), (seen, b.or_(seen, b.and_(b.fcmp_ordered(">=", m, high),
+                                                                                   inside)))])
+    top = _tree(g, last, lambda x, y: b.select(b.icmp_signed(">", x, y), x, y))
+    any_high = b.icmp_unsigned("!=", b.bitcast(seen, ir.IntType(lanes)), ir.Constant(ir.IntType(lanes), 0))
+    return b.select(any_high, b.add(b.sext(top, I64), _c(1)), d["Sk"])
+
+
 def _scalar_exp(g: _Builder, x):
     """exp of a scalar, through the vector function."""
     vector = vmath.emit(g.b, "exp", g.splat(x, F32), fused_multiply_add=g.shape.fused)
@@ -268,6 +301,13 @@ def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padde
     if shape.causal:   # the keys of this block the block's last row sees
         seen = b.sub(b.add(b.add(rows[-1], _c(1)), b.sub(d["Sk"], d["Sq"])), k0)
         count = b.select(b.icmp_signed("<", seen, count), seen, count)
+    if shape.trimmed:   # (the keys of this block some row of it needs)
+        end = _c(0)
+        for r in rows:
+            row_end = _needed_end(g, g.at(item.mask_bases[0], b.mul(r, d["m_s"])))
+            end = b.select(b.icmp_signed(">", row_end, end), row_end, end)
+        needed = b.sub(end, k0)
+        count = b.select(b.icmp_signed("<", needed, count), needed, count)
 
     def compute():
         block = _Block(rows, [[g.at(m, b.add(b.mul(r, d[prefix + "_s"]), k0)) for r in rows]

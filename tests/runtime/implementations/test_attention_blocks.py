@@ -97,6 +97,35 @@ def test_fully_masked_rows(level, key_blocks):
     assert np.isnan(got[:, :, 2]).all() and not np.isnan(np.delete(got, 2, axis=2)).any()
 
 
+@pytest.mark.parametrize("sq, sk", [(23, 23), (40, 70), (7, 45)])
+def test_keys_masked_away_for_a_row_block_are_skipped(level, key_blocks, sq, sk):
+    """One additive mask: keys it masks to at most -1e30 for every row of a block, in rows that keep a key
+    at -1e20 or more, are skipped (results as the unfused graph's); a NaN, a row masked everywhere or a
+    milder mask keeps them. Skipped keys are not read: a NaN in V there does not reach the output."""
+    rng = np.random.default_rng(sq + sk)
+    b, h, d = 2, 3, 32
+    q, k, v = heads(rng, b, h, sq, d), heads(rng, b, h, sk, d), heads(rng, b, h, sk, d)
+    kt = k.transpose(0, 1, 3, 2)
+    causal = np.where(np.arange(sk) > np.arange(sq)[:, None] + sk - sq, FLT_MIN, 0).astype(np.float32)
+    padded = np.zeros((b, 1, 1, sk), np.float32)
+    padded[1, ..., sk * 2 // 3:] = FLT_MIN
+    gpt2 = np.minimum(causal, padded)   # (a padded row keeps the keys before it)
+    row_masked = gpt2.copy()
+    row_masked[0, 0, sq // 2] = FLT_MIN
+    with_nan = gpt2.copy()
+    with_nan[1, 0, sq // 3, -1] = np.nan
+    for mask in (causal, padded, gpt2, row_masked, with_nan, np.where(gpt2 < 0, -1e25, 0).astype(np.float32),
+                 np.where(gpt2 < 0, -np.inf, 0).astype(np.float32)):
+        launch = attention.prepare(q, kt, v, np.empty((b, h, sq, d), np.float32), 0.2, attention.ScoreMasks(mask))
+        assert launch.shape.trimmed
+        got, want = run(q, kt, v, attention.ScoreMasks(mask), 0.2), reference(q, kt, v, mask, 0.2)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    poisoned = v.copy()
+    poisoned[1, :, -1] = np.nan   # (the last key: padded in batch entry 1)
+    got = run(q, kt, poisoned, attention.ScoreMasks(padded), 0.2)
+    assert not np.isnan(got[1]).any() and np.isnan(reference(q, kt, poisoned, padded, 0.2)[1]).all()
+
+
 def test_layouts_the_kernel_does_not_take_are_refused():
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((1, 2, 8, 32), dtype=np.float32) for _ in range(3))
