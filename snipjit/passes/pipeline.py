@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir.graph import Graph
+from .activations_before_reshapes import activations_before_reshapes
 from .channels_last import channels_last
 from .eliminate_identities import eliminate_identities
 from .fold_batchnorm import fold_batchnorm
@@ -58,6 +59,7 @@ def default_pipeline(options: dict) -> list[GraphPass]:
         passes.append(GraphPass("ChannelsLast", channels_last))
     if options.get("fuse", True):
         passes.append(GraphPass("FuseAttentionProjections", fuse_attention_projections))
+        passes.append(GraphPass("ActivationsBeforeReshapes", activations_before_reshapes))
     if options.get("fuse", True):
         passes += [GraphPass("TokenizeMHA", tokenize_mha),
                    GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
