@@ -133,13 +133,15 @@ class BlasKernel(Kernel):
         return NATIVE_ACTIVATIONS[op](attrs)
 
     def _bias(self, n: int) -> np.ndarray | None:
-        """The first epilogue as a bias the GEMM kernel adds: an Add of one value per output column."""
+        """The first epilogue as a bias the GEMM kernel adds: an Add of one value per output column, or of one
+        value for all (a zero-initialised bias that constant folding made a scalar: then the kernel can also
+        apply the activation after it)."""
         if not self.epilogue or self.epilogue[0][0] != "Add":
             return None
         b = self.epilogue[0][1]
-        if b is None or b.dtype != np.float32 or b.size != n or (b.ndim and b.shape[-1] != n):
+        if b is None or b.dtype != np.float32 or b.size not in (1, n) or (b.ndim and b.shape[-1] not in (1, n)):
             return None
-        return np.ascontiguousarray(b.reshape(n))
+        return np.full(n, b.reshape(-1)[0], np.float32) if b.size == 1 else np.ascontiguousarray(b.reshape(n))
 
     def _pack_weights(self) -> gemm_launch.PackedB | None:
         """A constant 2-D B of MatMul/Gemm (transposed for Gemm's transB), packed once for the kernel."""
