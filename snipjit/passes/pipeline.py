@@ -38,7 +38,8 @@ class GraphPass:
 def default_pipeline(options: dict) -> list[GraphPass]:
     """Options: `fold=False` turns off constant folding; `channels_last=False` keeps convolutions on
     NCHW; `fuse=False` turns off the Snippets tokenizers (every node runs on its own); `mha=False` leaves
-    attention blocks to the elementwise tokenizer."""
+    attention blocks to the elementwise tokenizer; `fuse_projections=False` keeps an attention block's Q, K
+    and V products apart; `int8=False` keeps quantized models' products and convolutions in float32."""
     passes = [GraphPass("InferShapes", lambda g, o: infer_shapes(g)),
               GraphPass("EliminateIdentities", eliminate_identities)]
     if options.get("fold", True):
@@ -58,10 +59,9 @@ def default_pipeline(options: dict) -> list[GraphPass]:
     if options.get("channels_last", True):
         passes.append(GraphPass("ChannelsLast", channels_last))
     if options.get("fuse", True):
-        passes.append(GraphPass("FuseAttentionProjections", fuse_attention_projections))
-        passes.append(GraphPass("ActivationsBeforeReshapes", activations_before_reshapes))
-    if options.get("fuse", True):
-        passes += [GraphPass("TokenizeMHA", tokenize_mha),
+        passes += [GraphPass("FuseAttentionProjections", fuse_attention_projections),
+                   GraphPass("ActivationsBeforeReshapes", activations_before_reshapes),
+                   GraphPass("TokenizeMHA", tokenize_mha),
                    GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
                    GraphPass("TokenizeSnippets", lambda g, o: tokenize_snippets(g, with_register_budget(o)))]
     return passes
