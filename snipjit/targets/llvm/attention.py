@@ -322,9 +322,9 @@ def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padde
         factors, new_maxima, new_totals = [], [], []
         for j, (old_max, old_total) in enumerate(old):
             top = _maximum(g, old_max, _tree(g, g.load(g.at(row_max, _c(j * lanes))), lambda x, y: _maximum(g, x, y)))
-            shift = top
-            if shape.safe:   # (exp(-inf - 0) = 0 for a row of -inf, instead of NaN)
-                shift = b.select(b.fcmp_ordered("==", top, ir.Constant(F32, float("-inf"))), ir.Constant(F32, 0.0), top)
+            # (a row whose keys so far all score -inf: exp(-inf - 0) = 0, not exp(-inf + inf) = NaN, so later blocks'
+            # keys still count; a row of -inf scores then sums to 0, which the division makes NaN unless `safe`)
+            shift = b.select(b.fcmp_ordered("==", top, ir.Constant(F32, float("-inf"))), ir.Constant(F32, 0.0), top)
             same = b.fcmp_ordered("==", old_max, top)   # (also both -inf: nothing accumulated yet)
             factor = b.select(same, ir.Constant(F32, 1.0), _scalar_exp(g, b.fsub(old_max, shift)))
             total = _softmax_row(g, p_rows[j], shift, count)

@@ -97,6 +97,21 @@ def test_fully_masked_rows(level, key_blocks):
     assert np.isnan(got[:, :, 2]).all() and not np.isnan(np.delete(got, 2, axis=2)).any()
 
 
+def test_rows_whose_first_key_blocks_are_all_masked(level, key_blocks):
+    """Left padding: a row's first keys all -inf (a whole key block of the online softmax) still counts the
+    keys after them; a row masked everywhere stays NaN."""
+    rng = np.random.default_rng(8)
+    q, k, v = heads(rng, 2, 2, 6, 32), heads(rng, 2, 2, 90, 32), heads(rng, 2, 2, 90, 32)
+    mask = np.zeros((2, 1, 6, 90), np.float32)
+    mask[0, ..., :70] = -np.inf
+    mask[1, :, 1:, :40] = -np.inf
+    mask[1, :, 5] = -np.inf
+    got = run(q, k.transpose(0, 1, 3, 2), v, attention.ScoreMasks(mask), 0.2)
+    want = reference(q, k.transpose(0, 1, 3, 2), v, mask, 0.2)
+    assert np.isnan(got[1, :, 5]).all() and np.isnan(want[1, :, 5]).all()
+    np.testing.assert_allclose(np.delete(got, 5, axis=2), np.delete(want, 5, axis=2), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("sq, sk", [(23, 23), (40, 70), (7, 45)])
 def test_keys_masked_away_for_a_row_block_are_skipped(level, key_blocks, sq, sk):
     """One additive mask: keys it masks to at most -1e30 for every row of a block, in rows that keep a key
