@@ -62,7 +62,8 @@ def quantized_products(graph: Graph, options: dict | None = None) -> Graph:
                                                   step.const("zero", np.float32(zero)), step.const("weights", w)],
                        y.type.shape)
         step.nodes[-1].domain = INT8
-        columns = step.const("column_scales", (np.float32(alpha) * np.float32(a.scale) * column_scales).astype(np.float32))
+        scales = (np.float32(alpha) * np.float32(a.scale) * column_scales).astype(np.float32)
+        columns = step.const("column_scales", scales)
         c = node.inputs[2] if node.op == "Gemm" and len(node.inputs) > 2 else None
         if c is None:
             step("Mul", [product, columns], y.type.shape, out=y)

@@ -149,8 +149,12 @@ class ConvKernel(WeightedKernel):
         """The weights in the kernel's form: the one offered (a saved model's), else packed here."""
         kind = window_launch.PackedDepthwise if self.depthwise else conv_launch.PackedConv
         w = node.inputs[1]
-        return held_weights.offered(w, kind) or \
-            (window_launch.pack_depthwise(w.data) if self.depthwise else conv_launch.pack_conv(w.data, self.attrs["group"]))
+        offered = held_weights.offered(w, kind)
+        if offered is not None:
+            return offered
+        if self.depthwise:
+            return window_launch.pack_depthwise(w.data)
+        return conv_launch.pack_conv(w.data, self.attrs["group"])
 
     def spatial(self, x):
         return tuple(x.shape[2:4]) if self.planar else tuple(x.shape[1:3])

@@ -4,8 +4,8 @@ A launch is two kernels: `gemm_int8.quantize_module` quantizes the float image w
 static scale and zero point into a uint8 copy (uint16 for `pmaddwd` pairs), each pixel's channels padded
 to Kp; then `conv_int8` multiplies its windows by the int8 weights, packed once (tap-major, channels
 padded to Kp) with each output channel's sum for the zero point (taken off the integer sums), and applies
-the float epilogue in its store: the per-channel scale s_x · s_w, bias, residual, activation and clamp. The image is quantized
-once, not once per tap that reads it; a signed int8 activation type is shifted by 128 into uint8
+the float epilogue in its store: the per-channel scale s_x · s_w, bias, residual, activation and clamp. The
+image is quantized once, not once per tap that reads it; a signed int8 activation type is shifted by 128 into uint8
 (clip(round(x/s) + z, -128, 127) + 128 == clip(round(x/s) + z + 128, 0, 255)), as the dot products take
 unsigned activations.
 """

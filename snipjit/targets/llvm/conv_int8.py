@@ -31,7 +31,8 @@ PTRS = ("Q", "B", "C", "scale", "bias", "zero_sums", "residual", "clamp", "zeros
 
 
 def conv_name(shape: Int8Kernel, activation: str) -> str:
-    return f"snipjit_conv_int8_{shape.dot}_{shape.mr}x{shape.vectors}x{shape.lanes}{'_' + activation if activation else ''}"
+    suffix = f"_{activation}" if activation else ""
+    return f"snipjit_conv_int8_{shape.dot}_{shape.mr}x{shape.vectors}x{shape.lanes}{suffix}"
 
 
 def _accumulate(g: _Builder, shape: Int8Kernel, dot, panel, pixels: list) -> list:
@@ -63,13 +64,14 @@ def _accumulate(g: _Builder, shape: Int8Kernel, dot, panel, pixels: list) -> lis
 
 def _epilogue(g: _Builder, shape: Int8Kernel, activation: str, sums: list, column: tuple,
               residual_rows: list, c_rows: list, masks: list, masked: bool) -> None:
-    """The float results of the sums: less the zero point's sums, scaled, plus the bias and the residual (when its pointer is not null),
+    """The float results of the sums: less the zero point's sums, scaled, plus the bias and the residual (when its
+    pointer is not null),
     the activation, the clamp (when not null); stored under the lane masks when `masked`."""
     b, lanes, vectors = g.b, shape.lanes, shape.vectors
     mask = (lambda v: masks[v]) if masked else (lambda v: None)
     scale, bias, zero_sums = column
-    values = [[g.multiply_add(b.sitofp(b.sub(acc, zero_sums[v]), g.vec), scale[v], bias[v]) for v, acc in enumerate(row)]
-              for row in sums]
+    values = [[g.multiply_add(b.sitofp(b.sub(acc, zero_sums[v]), g.vec), scale[v], bias[v])
+               for v, acc in enumerate(row)] for row in sums]
     residual = g.pointer("residual")
 
     def added():
@@ -87,8 +89,8 @@ def _epilogue(g: _Builder, shape: Int8Kernel, activation: str, sums: list, colum
             stored = values
             if clamped:
                 lo, hi = (g.splat(b.load(g.at(bounds, _c(i)), typ=F32), F32) for i in (0, 1))
-                stored = [[b.select(b.fcmp_ordered(">", value, hi), hi, b.select(b.fcmp_ordered("<", value, lo), lo, value))
-                           for value in line] for line in values]
+                low = [[b.select(b.fcmp_ordered("<", value, lo), lo, value) for value in line] for line in values]
+                stored = [[b.select(b.fcmp_ordered(">", value, hi), hi, value) for value in line] for line in low]
             for line, row in zip(stored, c_rows):
                 for v, value in enumerate(line):
                     g.store(value, g.at(row, _c(v * lanes)), mask(v))
@@ -129,8 +131,10 @@ def conv_int8_module(shape: Int8Kernel, activation: str = "") -> ir.Module:
         c_rows = [g.at(c_base, b.add(b.add(b.mul(image, d["c_image"]), b.mul(y, d["c_row"])), b.mul(x, d["ldc"])))
                   for image, y, x in pixels]
         residual_rows = [b.add(b.mul(r, d["ldr"]), n0) for r in rows]
-        g.branches(full, lambda: _epilogue(g, shape, activation, sums, column, residual_rows, c_rows, masks, False) or [],
-                   lambda: _epilogue(g, shape, activation, sums, column, residual_rows, c_rows, masks, True) or [])
+
+        def store(masked: bool):
+            return lambda: _epilogue(g, shape, activation, sums, column, residual_rows, c_rows, masks, masked) or []
+        g.branches(full, store(False), store(True))
 
     blocks = CountedLoop(b, "rows", first, b.sub(last, _c(mr - 1)), mr)   # whole row blocks
     blocks.enter()

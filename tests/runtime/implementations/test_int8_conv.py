@@ -87,7 +87,8 @@ def test_the_int8_form_gives_back_the_float_weights():
     rng = np.random.default_rng(3)
     q = rng.integers(-128, 128, (37, 19, 3, 2)).astype(np.int8)
     scales = (rng.random(37) * 0.1 + 0.01).astype(np.float32)
-    np.testing.assert_array_equal(pack_int8_conv(q, scales).unpack(), q.astype(np.float32) * scales.reshape(-1, 1, 1, 1))
+    expected = q.astype(np.float32) * scales.reshape(-1, 1, 1, 1)
+    np.testing.assert_array_equal(pack_int8_conv(q, scales).unpack(), expected)
 
 
 def test_sums_that_could_pass_int32_stay_float():
