@@ -139,9 +139,13 @@ class BlasKernel(Kernel):
         if not self.epilogue or self.epilogue[0][0] != "Add":
             return None
         b = self.epilogue[0][1]
-        if b is None or b.dtype != np.float32 or b.size not in (1, n) or (b.ndim and b.shape[-1] not in (1, n)):
+        if b is None or b.dtype != np.float32:
             return None
-        return np.full(n, b.reshape(-1)[0], np.float32) if b.size == 1 else np.ascontiguousarray(b.reshape(n))
+        if b.size == 1:
+            return np.full(n, b.reshape(-1)[0], np.float32)
+        if b.size != n or (b.ndim and b.shape[-1] != n):
+            return None   # (e.g. [n, 1]: one value per row)
+        return np.ascontiguousarray(b.reshape(n))
 
     def _pack_weights(self) -> gemm_launch.PackedB | None:
         """A constant 2-D B of MatMul/Gemm (transposed for Gemm's transB), packed once for the kernel."""

@@ -270,3 +270,20 @@ def test_a_scalar_bias_and_gelu_run_in_the_kernel(monkeypatch):
     x = randn(1, 7, 7, 64)
     expected = snipjit.compile(graph, implementations={"reference"}).run({"x": x})[0]
     np.testing.assert_allclose(cm.run({"x": x})[0], expected, rtol=1e-5, atol=1e-6)
+
+
+
+def test_only_a_bias_per_column_or_one_value_is_the_kernels_bias():
+    """An Add of [n, 1] to an [n, n] product adds one value per row: the kernel's bias (per column) must not
+    take it, though it has n values; [n], [1, n] and a single value are per column."""
+    graph = snipjit.parse_graph("""graph(x: f32[8,16]) -> [y: f32[8,8]] {
+      const w: f32[16,8] = <elided>
+      [y: f32[8,8]] = MatMul(x, w)
+    }""", elided="zeros")
+    kernel = BlasKernel(graph.nodes[0])
+    values = np.arange(8, dtype=np.float32)
+    for b, taken in ((values.reshape(8, 1), None), (values, values), (values[None], values),
+                     (np.float32([[2.5]]), np.full(8, 2.5)), (np.arange(8.0), None)):   # (float64: not taken)
+        kernel.epilogue = [("Add", b, {})]
+        got = kernel._bias(8)
+        assert (got is None) if taken is None else np.array_equal(got, taken), (b.shape, b.dtype)
