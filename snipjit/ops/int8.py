@@ -21,6 +21,12 @@ DOMAIN = "snipjit.int8"
 META = "int8"   # Node.meta key of a Conv that reads quantized activations and weights (`StaticQuantization`)
 
 
+def unsigned_zero(zero: int, low: int) -> int:
+    """A zero point in uint8's range, which the int8 kernels quantize to: an int8 level moves up by 128
+    (clip(round(x/s) + z, -128, 127) + 128 == clip(round(x/s) + z + 128, 0, 255))."""
+    return zero + 128 if low < 0 else zero
+
+
 @dataclass(frozen=True)
 class StaticQuantization:
     """What a QDQ model says of a Conv (`passes.mark_quantized_convolutions`): its input is

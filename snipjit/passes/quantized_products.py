@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir.dtypes import f32
 from ..ir.graph import Graph, Node
-from ..ops.int8 import DOMAIN as INT8
+from ..ops.int8 import DOMAIN as INT8, unsigned_zero
 from .node_writer import NodeWriter
 from .qdq_patterns import QuantizedActivations, int8_weights, quantized_activations
 
@@ -55,7 +55,7 @@ def quantized_products(graph: Graph, options: dict | None = None) -> Graph:
         if found is None:
             continue
         a, w, column_scales, alpha = found
-        zero = a.zero + (128 if a.low < 0 else 0)   # (int8 levels move into uint8's range)
+        zero = unsigned_zero(a.zero, a.low)
         y = node.outputs[0]
         step = NodeWriter(y.name)
         product = step("DynamicQuantizedMatMul", [a.x, step.const("scale", np.float32(a.scale)),

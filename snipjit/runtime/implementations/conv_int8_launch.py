@@ -5,9 +5,8 @@ static scale and zero point into a uint8 copy (uint16 for `pmaddwd` pairs), each
 to Kp; then `conv_int8` multiplies its windows by the int8 weights, packed once (tap-major, channels
 padded to Kp) with each output channel's sum for the zero point (taken off the integer sums), and applies
 the float epilogue in its store: the per-channel scale s_x · s_w, bias, residual, activation and clamp. The
-image is quantized once, not once per tap that reads it; a signed int8 activation type is shifted by 128 into uint8
-(clip(round(x/s) + z, -128, 127) + 128 == clip(round(x/s) + z + 128, 0, 255)), as the dot products take
-unsigned activations.
+image is quantized once, not once per tap that reads it; a signed int8 activation type moves into uint8's
+range (`ops.int8.unsigned_zero`), as the dot products take unsigned activations.
 """
 from __future__ import annotations
 
@@ -17,15 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...memory.solver import aligned_empty
-from ...ops.int8 import StaticQuantization
-from ..caches.object_cache import native_kernel
-from ..parallel.native_threads import run_items, scratchpads
+from ...ops.int8 import StaticQuantization, unsigned_zero
+from ..parallel.native_threads import scratchpads
 from .conv_launch import ConvGeometry, _clamp_array, _strided_pixels, pixel_rows
 from .gemm_launch import WorkSplit, available
 from . import int8
 
 
-def int8_weights(w: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
+def exact_int8_levels(w: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
     """The int8 values q with w == float32(q) · scale of each output channel (DequantizeLinear folded
     into w), or None when w is not exactly such a product (weights changed after dequantization)."""
     scales = np.asarray(scales, np.float32).reshape(-1)
@@ -81,32 +79,11 @@ def pack_int8_conv(q: np.ndarray, scales: np.ndarray) -> PackedInt8Conv:
     return PackedInt8Conv(weights, per_channel, c, kp, (kh, kw))
 
 
-def _compiled(name: str, module):
-    from ...targets.llvm import jit
-    host = jit.host()
-    return native_kernel(module, name, host.cpu, host.features)
-
-
-@dataclass
-class _Kernel:
-    """One generated kernel with its arguments."""
-    address: int
-    fn: object
-    ptrs: ctypes.Array
-    dims: ctypes.Array
-    items: int
-    threads: int
-    scratch: object
-
-    def run(self) -> None:
-        run_items(self.address, self.fn, self.ptrs, self.dims, self.items, self.threads, self.scratch)
-
-
 @dataclass
 class Int8ConvLaunch:
     """Quantize the image, then convolve; `held` keeps the arrays the kernels point at alive."""
-    quantize: _Kernel
-    conv: _Kernel
+    quantize: int8.NativeCall
+    conv: int8.NativeCall
     held: tuple
 
     def run(self) -> None:
@@ -136,8 +113,7 @@ def prepare_int8_conv(x: np.ndarray, packed: PackedInt8Conv, out: np.ndarray, ge
     m, shape = images * oh * ow, packed.shape
     if m == 0 or packed.n == 0 or c == 0:
         return None
-    shift = 128 if quantization.low < 0 else 0     # (int8 activations move into uint8's range)
-    zero = quantization.zero + shift
+    zero = unsigned_zero(quantization.zero, quantization.low)
     value_type = np.uint8 if shape.value_bytes == 1 else np.uint16
     image = aligned_empty((images * h * w + 1) * packed.kp * shape.value_bytes).view(value_type)
     zeros = image[images * h * w * packed.kp:]
@@ -147,10 +123,10 @@ def prepare_int8_conv(x: np.ndarray, packed: PackedInt8Conv, out: np.ndarray, ge
     split = WorkSplit.of(shape, 1, m, packed.n, packed.taps * packed.kp)
     pixels = images * h * w
     rows = max(1, -(-pixels // (4 * split.threads)))
-    quantize = _Kernel(*_compiled(shape.quantize_name, lambda: quantize_module(shape)),
-                       (ctypes.c_void_p * len(QUANTIZE_PTRS))(x.ctypes.data, image.ctypes.data, params.ctypes.data),
-                       (ctypes.c_int64 * len(QUANTIZE_DIMS))(pixels, c, packed.kp, c, rows),
-                       -(-pixels // rows), split.threads, scratchpads(split.threads, 0))
+    quantize_ptrs = (ctypes.c_void_p * len(QUANTIZE_PTRS))(x.ctypes.data, image.ctypes.data, params.ctypes.data)
+    quantize_dims = (ctypes.c_int64 * len(QUANTIZE_DIMS))(pixels, c, packed.kp, c, rows)
+    quantize = int8.NativeCall(shape.quantize_name, lambda: quantize_module(shape), quantize_ptrs, quantize_dims,
+                               -(-pixels // rows), split.threads, scratchpads(split.threads, 0))
 
     columns = packed.weights.colsum.size
     scale, added = np.zeros(columns, np.float32), np.zeros(columns, np.float32)
@@ -166,10 +142,10 @@ def prepare_int8_conv(x: np.ndarray, packed: PackedInt8Conv, out: np.ndarray, ge
                   ldr=0 if residual is None else residual.strides[2] // 4)
     arrays = (image, packed.weights.data, out, scale, added, zero_sums, residual, clamp_values, zeros)
     ptrs = (ctypes.c_void_p * len(PTRS))(*(None if a is None else a.ctypes.data for a in arrays))
-    conv = _Kernel(*_compiled(conv_name(shape, activation), lambda: conv_int8_module(shape, activation)),
-                   ptrs, (ctypes.c_int64 * len(DIMS))(*(values[n] for n in DIMS)), split.items, split.threads,
-                   scratchpads(split.threads, 0))
+    dims = (ctypes.c_int64 * len(DIMS))(*(values[n] for n in DIMS))
+    conv = int8.NativeCall(conv_name(shape, activation), lambda: conv_int8_module(shape, activation), ptrs, dims,
+                           split.items, split.threads, scratchpads(split.threads, 0))
     return Int8ConvLaunch(quantize, conv, (image, params, scale, added, zero_sums, clamp_values, residual, packed))
 
 
-__all__ = ["Int8ConvLaunch", "PackedInt8Conv", "int8_weights", "pack_int8_conv", "prepare_int8_conv"]
+__all__ = ["Int8ConvLaunch", "PackedInt8Conv", "exact_int8_levels", "pack_int8_conv", "prepare_int8_conv"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -38,11 +38,25 @@ def kernel_shape(n: int, k: int):
     return Int8Kernel(block.mr, block.vectors, block.lanes, "vnni" if vnni else "pairs")
 
 
-def _compiled(shape) -> tuple[int, object]:
-    from ...targets.llvm import jit
-    from ...targets.llvm.gemm_int8 import int8_gemm_module
-    host = jit.host()
-    return native_kernel(lambda: int8_gemm_module(shape), shape.name, host.cpu, host.features)
+@dataclass
+class NativeCall:
+    """A generated kernel (`KernelFunction` ABI) compiled for this host, with its arguments: `run()` computes
+    work items [0, items) on the native pool (the arrays behind ptrs must stay alive and unchanged)."""
+    name: str
+    module: Callable[[], object]   # builds the kernel's LLVM module, when it is not cached
+    ptrs: ctypes.Array
+    dims: ctypes.Array
+    items: int
+    threads: int
+    scratch: object
+
+    def __post_init__(self):
+        from ...targets.llvm import jit
+        host = jit.host()
+        self.address, self.fn = native_kernel(self.module, self.name, host.cpu, host.features)
+
+    def run(self) -> None:
+        run_items(self.address, self.fn, self.ptrs, self.dims, self.items, self.threads, self.scratch)
 
 
 @dataclass(frozen=True)
@@ -75,26 +89,19 @@ def pack(w: np.ndarray, shape=None) -> PackedInt8:
 class Int8Launch:
     """One product with its arguments; `run(scale, zero)` computes it for the activations' quantization
     parameters of this run (the arrays must stay alive and unchanged in layout)."""
-    packed: PackedInt8
-    ptrs: ctypes.Array
-    dims: ctypes.Array
+    call: NativeCall
     params: np.ndarray
-    items: int
-    threads: int
-    scratch: object
-
-    def __post_init__(self):
-        self.address, self.fn = _compiled(self.packed.shape)
+    packed: PackedInt8
 
     def run(self, scale: float, zero: float) -> None:
         self.params[0], self.params[1] = scale, zero
-        run_items(self.address, self.fn, self.ptrs, self.dims, self.items, self.threads, self.scratch)
+        self.call.run()
 
 
 def prepare(x: np.ndarray, packed: PackedInt8, out: np.ndarray) -> Int8Launch | None:
     """The launch of out = (quantized x - zero) @ w, or None when the layouts are not taken (x: float32 rows
     with unit stride along K; out: C-contiguous float32)."""
-    from ...targets.llvm.gemm_int8 import DIMS, PTRS
+    from ...targets.llvm.gemm_int8 import DIMS, PTRS, int8_gemm_module
     if (not gemm_launch.available() or x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 2
             or x.shape[-1] != packed.k or out.shape[-1] != packed.n or not out.flags.c_contiguous or out.size == 0):
         return None
@@ -116,8 +123,9 @@ def prepare(x: np.ndarray, packed: PackedInt8, out: np.ndarray) -> Int8Launch | 
     ptrs = (ctypes.c_void_p * len(PTRS))(x.ctypes.data, packed.data.ctypes.data, out.ctypes.data,
                                          packed.colsum.ctypes.data, params.ctypes.data)
     dims = (ctypes.c_int64 * len(DIMS))(*(values[name] for name in DIMS))
-    return Int8Launch(packed, ptrs, dims, params, chunks, threads,
+    call = NativeCall(shape.name, lambda: int8_gemm_module(shape), ptrs, dims, chunks, threads,
                       scratchpads(threads, chunk_rows * kp * shape.value_bytes))
+    return Int8Launch(call, params, packed)
 
 
 def _scalar(a: np.ndarray) -> float:
@@ -164,4 +172,4 @@ def accepts_int8(node: Node, options: dict) -> bool:
 
 INT8 = Implementation("int8", accepts_int8, lambda node, options: Int8MatMulKernel(node))
 
-__all__ = ["DOMAIN", "INT8", "Int8Launch", "Int8MatMulKernel", "PackedInt8", "pack", "prepare"]
+__all__ = ["DOMAIN", "INT8", "Int8Launch", "Int8MatMulKernel", "NativeCall", "PackedInt8", "pack", "prepare"]

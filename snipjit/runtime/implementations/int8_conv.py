@@ -11,7 +11,7 @@ from ...ops.int8 import META
 from . import conv_launch, held_weights
 from .base import Implementation, NotApplicable
 from .channels_last import ConvKernel, accepts
-from .conv_int8_launch import PackedInt8Conv, int8_weights, pack_int8_conv, prepare_int8_conv
+from .conv_int8_launch import PackedInt8Conv, exact_int8_levels, pack_int8_conv, prepare_int8_conv
 from .held_weights import HeldWeight
 
 LARGEST_LEVEL = 255   # of the image's unsigned values
@@ -28,7 +28,7 @@ class Int8ConvKernel(ConvKernel):
         return None
 
     def _int8_form(self, w: np.ndarray) -> PackedInt8Conv:
-        weights = int8_weights(w, self.quantization.weight_scales)
+        weights = exact_int8_levels(w, self.quantization.weight_scales)
         if weights is None:
             raise NotApplicable   # (not exactly int8 times the scales)
         if LARGEST_LEVEL * np.abs(weights.astype(np.int64)).reshape(len(weights), -1).sum(1).max(initial=0) >= 2**31:

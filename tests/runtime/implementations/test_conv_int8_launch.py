@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from snipjit.ops.int8 import StaticQuantization
 from snipjit.runtime.implementations import gemm_launch
-from snipjit.runtime.implementations.conv_int8_launch import int8_weights, pack_int8_conv, prepare_int8_conv
+from snipjit.runtime.implementations.conv_int8_launch import exact_int8_levels, pack_int8_conv, prepare_int8_conv
 from snipjit.runtime.implementations.conv_launch import ConvGeometry
 
 pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT")
@@ -110,11 +110,11 @@ def test_int8_weights_are_recovered_only_from_exact_products():
     q = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
     scales = np.array([0.1, 0.02, 0.003, 1.5], np.float32)
     w = q.astype(np.float32) * scales.reshape(-1, 1, 1, 1)
-    np.testing.assert_array_equal(int8_weights(w, scales), q)
-    assert int8_weights(w * np.float32(1.001), scales) is None      # rescaled after dequantization
-    assert int8_weights(w, scales[:2]) is None                       # scales for other channels
-    assert int8_weights(w * 200, scales) is None                     # out of the int8 range
-    np.testing.assert_array_equal(int8_weights(q.astype(np.float32) * np.float32(0.5), np.float32(0.5)), q)
+    np.testing.assert_array_equal(exact_int8_levels(w, scales), q)
+    assert exact_int8_levels(w * np.float32(1.001), scales) is None      # rescaled after dequantization
+    assert exact_int8_levels(w, scales[:2]) is None                       # scales for other channels
+    assert exact_int8_levels(w * 200, scales) is None                     # out of the int8 range
+    np.testing.assert_array_equal(exact_int8_levels(q.astype(np.float32) * np.float32(0.5), np.float32(0.5)), q)
 
 
 def test_layouts_not_taken():
