@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.models import cached
+from bench.models import cached, quantized_static
 
 IMAGE = (1, 3, 224, 224)
 
@@ -70,22 +70,11 @@ def transformers_cnn(name: str) -> Path:
 
 
 def quantized_transformers_cnn(name: str) -> Path:
-    """The transformers network quantized with ONNX Runtime's `quantize_static`: QDQ format, int8 weights
-    per output channel, uint8 activations calibrated on 8 random images (seed 0)."""
-    def quantize(path: Path) -> None:
-        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-        class Images(CalibrationDataReader):
-            def __init__(self):
-                rng = np.random.default_rng(0)
-                self.images = iter([{"pixel_values": rng.standard_normal(IMAGE, dtype=np.float32)} for _ in range(8)])
-
-            def get_next(self):
-                return next(self.images, None)
-
-        quantize_static(str(transformers_cnn(name)), str(path), Images(), quant_format=QuantFormat.QDQ,
-                        per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    return cached(f"hf_{name}_qdq_int8", quantize)
+    """The transformers network quantized with `quantize_static`, uint8 activations calibrated on 8 random
+    images."""
+    return quantized_static(lambda: transformers_cnn(name), f"hf_{name}_qdq_int8",
+                            lambda rng: [{"pixel_values": rng.standard_normal(IMAGE, dtype=np.float32)}
+                                         for _ in range(8)], "uint8")
 
 
 def _decoder() -> onnx.ModelProto:

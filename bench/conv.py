@@ -44,9 +44,9 @@ def conv_model(c: int, o: int, k: int, s: int, p: int, h: int, w: int, weights, 
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
 
 
-def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float]:
-    """The engines of one shape (callables), its multiply-adds ×2 and the largest error against ORT
-    (relative to the largest output)."""
+def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float, tuple]:
+    """The engines of one shape (callables), its multiply-adds ×2, the largest error against ORT (relative
+    to the largest output), and the arrays the engines read (keep them alive while they run)."""
     from snipjit.memory.solver import aligned_empty
     from snipjit.runtime.implementations import conv_launch
     h, w, c, o, k, s, p, _ = shape
@@ -70,8 +70,7 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float]
     error = float(np.abs(out - y_nchw.transpose(0, 2, 3, 1)).max() / max(1.0, np.abs(y_nchw).max()))
     if int8 and not planar:
         found["snipjit int8"] = int8_engine(x, weights, bias, out, geometry)
-    found["arrays"] = (x, out, x_nchw, y_nchw)   # (the launches read them: keep them alive)
-    return found, 2.0 * oh * ow * o * c * k * k, error
+    return found, 2.0 * oh * ow * o * c * k * k, error, (x, out, x_nchw, y_nchw)
 
 
 def int8_engine(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, out: np.ndarray, geometry):
@@ -97,8 +96,7 @@ def main(argv: list[str] | None = None) -> None:
           + (f" {'int8 GOP/s':>11}" if args.int8 else ""))
     total = {"snipjit": 0.0, "onnxruntime": 0.0}
     for shape in RESNET50:
-        found, flops, error = engines(shape, args.threads, args.int8)
-        arrays = found.pop("arrays")
+        found, flops, error, _arrays = engines(shape, args.threads, args.int8)   # (held while the engines run)
         if error > 1e-4:
             raise AssertionError(f"snipjit's convolution {shape} differs from ONNX Runtime's by {error:.2e}")
         times: dict[str, list[float]] = {name: [] for name in found}
@@ -109,7 +107,6 @@ def main(argv: list[str] | None = None) -> None:
         for name in total:
             total[name] += shape[7] * statistics.median(times[name])
         h, w, c, o, k, s, _, count = shape
-        del arrays
         print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {rate['onnxruntime']:8.1f} "
               f"{rate['snipjit'] / rate['onnxruntime']:7.2f} {rate['snipjit'] / peak:8.0%}"
               + (f" {rate.get('snipjit int8', float('nan')):11.1f}" if args.int8 else ""))

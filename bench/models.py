@@ -198,23 +198,34 @@ def dynamic_bert_model(spec: BertSpec) -> Path:
     return cached(spec.cache_name + "_dynamic_int8", quantize)
 
 
-def static_bert_model(spec: BertSpec) -> Path:
-    """The BERT encoder quantized with ONNX Runtime's `quantize_static`: QDQ format, int8 weights per
-    channel, int8 activations calibrated on 4 random batches (seed 0)."""
+Feeds = dict[str, np.ndarray]
+
+
+def quantized_static(source: Callable[[], Path], name: str, calibration: Callable[[np.random.Generator], list[Feeds]],
+                     activations: str) -> Path:
+    """The model `source()` gives, quantized with ONNX Runtime's `quantize_static` into bench/models/NAME.onnx: QDQ
+    format, int8 weights per output channel, `activations` ("int8" or "uint8") calibrated on the feeds
+    `calibration` makes from a generator of seed 0."""
     def quantize(path: Path) -> None:
         from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-        rng = np.random.default_rng(0)
 
-        class Batches(CalibrationDataReader):
+        class Calibration(CalibrationDataReader):
             def __init__(self):
-                self.batches = iter([bert_feeds(1, 128, spec.vocab, rng) for _ in range(4)])
+                self.feeds = iter(calibration(np.random.default_rng(0)))
 
             def get_next(self):
-                return next(self.batches, None)
+                return next(self.feeds, None)
 
-        quantize_static(str(bert_model(spec)), str(path), Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
-    return cached(spec.cache_name + "_qdq_int8", quantize)
+        activation_type = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}[activations]
+        quantize_static(str(source()), str(path), Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=activation_type, weight_type=QuantType.QInt8)
+    return cached(name, quantize)
+
+
+def static_bert_model(spec: BertSpec) -> Path:
+    """The BERT encoder quantized with `quantize_static`, int8 activations calibrated on 4 random batches."""
+    return quantized_static(lambda: bert_model(spec), spec.cache_name + "_qdq_int8",
+                            lambda rng: [bert_feeds(1, 128, spec.vocab, rng) for _ in range(4)], "int8")
 
 
 def bert_feeds(batch: int, sequence: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

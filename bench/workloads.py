@@ -208,25 +208,19 @@ def _bert(batch: int, sequence: int) -> Workload:
     )
 
 
-def _dynamic_bert(batch: int, sequence: int) -> Workload:
+def _quantized_bert(kind: str, batch: int, sequence: int) -> Workload:
+    """The BERT encoder quantized by onnxruntime: `kind` "dynamic" (quantize_dynamic, int8 weights) or "static"
+    (quantize_static: QDQ, per-channel int8 weights, int8 activations)."""
+    name, model, how = {
+        "dynamic": ("bert_int8", models.dynamic_bert_model, "quantize_dynamic (int8 weights)"),
+        "static": ("bert_qdq_int8", models.static_bert_model,
+                   "quantize_static (QDQ, per-channel int8 weights, int8 activations)"),
+    }[kind]
     return Workload(
-        f"bert_int8_b{batch}_s{sequence}",
+        f"{name}_b{batch}_s{sequence}",
         "quantized",
-        f"the BERT encoder quantized with onnxruntime's quantize_dynamic (int8 weights), batch {batch}, "
-        f"sequence {sequence}",
-        lambda: models.dynamic_bert_model(BERT),
-        lambda rng: models.bert_feeds(batch, sequence, BERT.vocab, rng),
-        requires=("torch", "transformers", "onnxruntime"),
-    )
-
-
-def _static_bert(batch: int, sequence: int) -> Workload:
-    return Workload(
-        f"bert_qdq_int8_b{batch}_s{sequence}",
-        "quantized",
-        f"the BERT encoder quantized with onnxruntime's quantize_static (QDQ, per-channel int8 weights, int8 "
-        f"activations), batch {batch}, sequence {sequence}",
-        lambda: models.static_bert_model(BERT),
+        f"the BERT encoder quantized with onnxruntime's {how}, batch {batch}, sequence {sequence}",
+        lambda: model(BERT),
         lambda rng: models.bert_feeds(batch, sequence, BERT.vocab, rng),
         requires=("torch", "transformers", "onnxruntime"),
     )
@@ -339,9 +333,9 @@ WORKLOADS: dict[str, Workload] = {
         _layernorm((64, 4096)),
         _bert(1, 128),
         _bert(8, 128),
-        _dynamic_bert(1, 128),
-        _dynamic_bert(8, 128),
-        _static_bert(1, 128),
+        _quantized_bert("dynamic", 1, 128),
+        _quantized_bert("dynamic", 8, 128),
+        _quantized_bert("static", 1, 128),
         _quantized_cnn("resnet50"),
         _gpt2(1, 128),
         _vit(1),
