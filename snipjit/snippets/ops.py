@@ -1,7 +1,8 @@
 """Snippets-specific ops that appear in body graphs after the data-flow optimizer (domain "snippets").
 
 `Scalar` holds a single constant value inside the kernel; `PowerStatic` is `Pow` with a compile-time
-exponent. Both are registered with inference and a reference kernel, so an optimized body still runs on
+exponent; `Brgemm` is a matrix product of blocks the kernel reads from memory (ConvertMatMulToBrgemm). All
+are registered with inference and a reference kernel, so an optimized body still runs on
 the reference interpreter — that is how the data-flow passes are tested for keeping semantics.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 from ..ir.dtypes import dtype as to_dtype
 from ..ir.graph import TensorType
 from ..ops.common import same_as_input
-from ..ops.registry import REQUIRED, Category, OpContext, register
+from ..ops.registry import REQUIRED, Category, OpContext, get_op, register
 
 DOMAIN = "snippets"
 
@@ -55,3 +56,46 @@ def reduce_last(ctx: OpContext, x):
     fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean,
           "shift_max": np.max}[ctx.attrs["kind"]]
     return fn(x, axis=-1, keepdims=True).astype(x.dtype, copy=False)
+
+
+def _infer_brgemm(ctx: OpContext) -> list[TensorType]:
+    a, b = ctx.in_types
+    if a.shape is None or b.shape is None or len(a.shape) < 2 or len(b.shape) < 2:
+        raise ctx.fail("Brgemm needs operands of known rank >= 2")
+    return get_op("MatMul").infer(ctx)
+
+
+@register("Brgemm", Category.HEAVY, infer=_infer_brgemm, inputs=2, domain=DOMAIN)
+def brgemm(ctx: OpContext, a, b):
+    """The matrix product of the last two axes (leading axes broadcast), as a block of a kernel: the
+    Snippets form of a MatMul, whose operands are read and written in memory, not vector registers."""
+    return np.matmul(a, b).astype(a.dtype, copy=False)
+
+
+def own_dims(body) -> dict[int, tuple[int, ...]]:
+    """The dims of each body input and output (by value id) that the kernel's loop domain does not index
+    because a Brgemm walks them itself: an A operand's K (its last axis), a B operand's K (second last),
+    and the columns of a product written straight to a body output (its last axis, and its B's).
+    Dims are counted from the end (-1, -2)."""
+    found: dict[int, set[int]] = {}
+    outputs = {id(v) for v in body.outputs}
+    for node in body.nodes:
+        if node.op != "Brgemm" or node.domain != DOMAIN:
+            continue
+        a, b = node.inputs
+        c = node.outputs[0]
+        row_output = id(c) in outputs
+        found.setdefault(id(a), set()).add(-1)
+        found.setdefault(id(b), set()).update((-2, -1) if row_output else (-2,))
+        if row_output:
+            found.setdefault(id(c), set()).add(-1)
+    edges = {id(v) for v in list(body.inputs) + list(body.outputs)}
+    return {k: tuple(sorted(v)) for k, v in found.items() if k in edges}
+
+
+def domain_shape(shape: tuple, own: tuple[int, ...]) -> tuple:
+    """`shape` as the kernel's loop domain sees it: its own dims (see `own_dims`) as 1."""
+    if shape is None:
+        return None
+    rank = len(shape)
+    return tuple(1 if d - rank in own else n for d, n in enumerate(shape))

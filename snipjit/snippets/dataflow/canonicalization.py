@@ -1,13 +1,15 @@
 """Canonicalization: align every body value to the master rank and record the input layouts.
 
 Kernels index all ports with one loop nest over the master shape, so each input gets its shape padded
-with leading 1s (broadcast made explicit as size-1 dims); scalar bodies get rank 1. Input layouts come from the runtime (today
+with leading 1s (broadcast made explicit as size-1 dims); scalar bodies get rank 1. The dims a Brgemm walks
+itself (its operands' K, see `ops.own_dims`) are not the master's. Input layouts come from the runtime (today
 always planar); they are recorded in `body.meta["layouts"]` for PropagateLayout.
 """
 from __future__ import annotations
 
 from ...ir.graph import Graph, TensorType
 from ...ir.shape import broadcast_shapes
+from ..ops import domain_shape, own_dims
 from ..pass_manager import BodyPass
 
 
@@ -18,7 +20,8 @@ class Canonicalization(BodyPass):
         self.input_layouts = input_layouts
 
     def run(self, body: Graph) -> bool:
-        master = broadcast_shapes(*(v.type.shape for v in body.values()))
+        own = own_dims(body)
+        master = broadcast_shapes(*(domain_shape(v.type.shape, own.get(id(v), ())) for v in body.values()))
         if master is None:
             raise ValueError(f"body '{body.name}': ranks must be known to canonicalize")
         if not master:

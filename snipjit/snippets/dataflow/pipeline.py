@@ -5,6 +5,7 @@ from ...ir.graph import Graph
 from .canonicalization import Canonicalization
 from .decompose_reductions import DecomposeReductions
 from .convert_constants_to_scalars import ConvertConstantsToScalars
+from .convert_matmul_to_brgemm import ConvertMatMulToBrgemm
 from .convert_div_to_mul import ConvertDivToMul
 from .convert_power_to_powerstatic import ConvertPowerToPowerStatic
 from .eliminate_identity_arithmetic import EliminateIdentityArithmetic
@@ -13,8 +14,9 @@ from ..pass_manager import PassPipeline, PositionedPass
 
 def data_flow_pipeline(extra: list[PositionedPass] = ()) -> PassPipeline:
     # reductions first: their axis attributes refer to the ranks before canonicalization pads them
-    pipeline = PassPipeline([DecomposeReductions(), Canonicalization(), ConvertConstantsToScalars(),
-                             ConvertPowerToPowerStatic(), ConvertDivToMul(), EliminateIdentityArithmetic()])
+    pipeline = PassPipeline([ConvertMatMulToBrgemm(), DecomposeReductions(), Canonicalization(),
+                             ConvertConstantsToScalars(), ConvertPowerToPowerStatic(), ConvertDivToMul(),
+                             EliminateIdentityArithmetic()])
     for p in extra:
         pipeline.insert(p)
     return pipeline

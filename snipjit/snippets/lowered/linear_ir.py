@@ -12,6 +12,7 @@ from typing import Any, Iterable, Sequence
 from ...ir.graph import Graph
 from ...ir.shape import broadcast_shapes
 from ...ops import get_op
+from ..ops import domain_shape, own_dims
 from ..symbolic import Sym
 from .expression import Expression
 from .loop_info import LoopManager
@@ -33,12 +34,17 @@ class LinearIR:
     # ---- construction --------------------------------------------------------------------------------
     @staticmethod
     def from_body(body: Graph, vector_lanes: int = 16) -> "LinearIR":
-        master = broadcast_shapes(*(v.type.shape for v in body.values()))  # reduced dims included
-        lir = LinearIR(master, vector_lanes)
+        own = own_dims(body)
+        master = broadcast_shapes(*(domain_shape(v.type.shape, own.get(id(v), ())) for v in body.values()))
+        lir = LinearIR(master, vector_lanes)   # reduced dims included; a Brgemm's own dims not
+        uses = body.consumers()
+        for v in list(body.inputs) + list(body.outputs):
+            _check_own_dims(v, own.get(id(v), ()), {n.op for n, _ in uses.get(v, ())})
         made: dict[int, ExpressionPort] = {}  # id(Value) -> output port producing it
         layouts: dict[int, tuple] = {}        # id(Value) -> the layout Canonicalization recorded for it
         for i, v in enumerate(body.inputs):
-            e = lir._append(Expression("Parameter", {"index": i, "name": v.name}, dtype=v.type.dtype.name))
+            e = lir._append(Expression("Parameter", {"index": i, "name": v.name, **_own(v, own)},
+                                       dtype=v.type.dtype.name))
             lir._add_output(e, v.type.shape)
             made[id(v)] = e.output_port(0)
             if i < len(body.meta.get("layouts", ())):
@@ -59,7 +65,7 @@ class LinearIR:
             for v in node.outputs:
                 made[id(v)] = lir._add_output(e, v.type.shape)
         for i, v in enumerate(body.outputs):
-            e = Expression("Result", {"index": i, "name": v.name}, dtype=v.type.dtype.name)
+            e = Expression("Result", {"index": i, "name": v.name, **_own(v, own)}, dtype=v.type.dtype.name)
             lir._connect(made[id(v)], e, 0, v.type.shape)
             lir._append(e)
         return lir
@@ -205,6 +211,20 @@ class LinearIR:
 
     def __str__(self) -> str:
         return self.debug_print()
+
+
+def _check_own_dims(v, own: tuple[int, ...], readers: set[str]) -> None:
+    """A body input or output a Brgemm walks: its own dims are static, and only Brgemms read it."""
+    if own and any(not isinstance(v.type.shape[d], int) for d in own):
+        raise LinearIRError(f"'{v.name}' of {v.type}: the dims a Brgemm walks must be static")
+    if own and readers - {"Brgemm"}:
+        raise LinearIRError(f"'{v.name}' is read by a Brgemm and by {sorted(readers - {'Brgemm'})}")
+
+
+def _own(v, own: dict) -> dict:
+    """A Parameter's or Result's `own_dims` attribute (positive dims), when a Brgemm walks some."""
+    dims = own.get(id(v), ())
+    return {"own_dims": [len(v.type.shape) + d for d in dims]} if dims else {}
 
 
 def _desc(d: PortDescriptor) -> str:

@@ -7,6 +7,7 @@ from .linear_ir import LinearIR
 
 MEMORY_OPS = ("Parameter", "Result", "Buffer")
 LOOP_FREE_OPS = ("Parameter", "Result", "Scalar", "LoopBegin", "LoopEnd")
+BLOCK_OPS = ("Brgemm",)   # operations on whole blocks in memory, outside the vector loops
 
 
 def memory_of(port: ExpressionPort) -> Expression | None:
@@ -35,13 +36,14 @@ def memory_shape(port: ExpressionPort) -> tuple:
 
 def stride(lir: LinearIR, shape: tuple, layout: tuple[int, ...], dim: int) -> Sym:
     """Elements between neighbours along `dim` of a buffer with `shape` stored in `layout` order;
-    size-1 dims are broadcast (they take no space)."""
+    size-1 dims are broadcast (they take no space). A static dim counts as its size (a Brgemm's own dims
+    differ from the master's), a dynamic one as the master's."""
     s = Sym.const(1)
     for k in reversed(layout):
         if k == dim:
             return s
         if shape[k] != 1:
-            s = s * lir.dim(k)
+            s = s * (Sym.const(shape[k]) if isinstance(shape[k], int) else lir.dim(k))
     raise ValueError(f"dim {dim} is not in layout {layout}")
 
 

@@ -108,20 +108,36 @@ class _Builder:
         name = name or shape.name
         self.ptr_names = ptr_names
         lanes = shape.lanes
-        self.vec = vec = ir.VectorType(F32, lanes)
-        self.mask_t = mask_t = ir.VectorType(I1, lanes)
+        self.vec, self.mask_t = ir.VectorType(F32, lanes), ir.VectorType(I1, lanes)
         self.module = module = ir.Module(name)
         ptr = ir.PointerType()
         self.fn = fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
-        self.fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
-        self.masked_load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]),
-                                       f"llvm.masked.load.v{lanes}f32.p0")
-        self.masked_store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
-                                        f"llvm.masked.store.v{lanes}f32.p0")
         self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self._declare()
         ptrs, dims, self.begin, self.end, self.scratch = fn.args
         self.ptrs = ptrs
         self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(dim_names)}
+
+    @classmethod
+    def inside(cls, builder: ir.IRBuilder, shape: MicroKernel) -> "_Builder":
+        """The same helpers for code emitted into another kernel's function (the Snippets Brgemm)."""
+        g = cls.__new__(cls)
+        g.shape, g.b, g.module = shape, builder, builder.module
+        g.vec, g.mask_t = ir.VectorType(F32, shape.lanes), ir.VectorType(I1, shape.lanes)
+        g._declare()
+        return g
+
+    def _declare(self) -> None:
+        """The intrinsics the kernel calls (declared once per module), and its constants."""
+        vec, mask_t, ptr, lanes = self.vec, self.mask_t, ir.PointerType(), self.shape.lanes
+
+        def declare(name: str, typ: ir.FunctionType) -> ir.Function:
+            return self.module.globals.get(name) or ir.Function(self.module, typ, name)
+
+        self.fma = declare(f"llvm.fma.v{lanes}f32", ir.FunctionType(vec, [vec, vec, vec]))
+        self.masked_load = declare(f"llvm.masked.load.v{lanes}f32.p0", ir.FunctionType(vec, [ptr, I32, mask_t, vec]))
+        self.masked_store = declare(f"llvm.masked.store.v{lanes}f32.p0",
+                                    ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]))
         self.zero = ir.Constant(vec, None)
         self.null = ir.Constant(ptr, None)
 

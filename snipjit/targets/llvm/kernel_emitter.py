@@ -260,13 +260,13 @@ class LLVMKernelEmitter:
         """Point every input's and output's data pointer at this iteration's first element."""
         b = ctx.builder
         lir = self.lir
-        buffers = [(p.out_descs[0], ("param", i)) for i, p in enumerate(params)] + \
-                  [(r.in_descs[0], ("result", i)) for i, r in enumerate(results)]
-        for k, (desc, key) in enumerate(buffers):
+        buffers = [(p.out_descs[0], ("param", i), p) for i, p in enumerate(params)] + \
+                  [(r.in_descs[0], ("result", i), r) for i, r in enumerate(results)]
+        for k, (desc, key, e) in enumerate(buffers):
             base = b.load(b.gep(ptrs_arg, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR)
             offset = ir.Constant(I64, 0)
             for d in range(lir.parallel_rank):
-                if desc.shape[d] == 1:
+                if desc.shape[d] == 1 or d in e.attrs.get("own_dims", ()):   # (a Brgemm walks its own dims)
                     continue
                 offset = b.add(offset, b.mul(idx[d], ctx.sym(stride(lir, desc.shape, desc.layout, d))))
             size = 1 if ctx.buffer_dtypes[key] == "bool" else 4

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
+from ..memory import BLOCK_OPS
 from .define_buffer_clusters import DefineBufferClusters
 from .set_buffer_reg_group import SetBufferRegGroup
 from .solve_buffer_memory import SolveBufferMemory
@@ -28,4 +29,8 @@ class AllocateBuffers(LinearIRPass):
                 b = buffers[e.attrs["buffer"][1]]
                 e.attrs["buffer"] = ("scratch", b.attrs["reg_group"])
                 e.attrs["row"] = b.attrs["offset"]
+            if e.op in BLOCK_OPS:   # a block operation addresses its rows itself: (scratch, group, row)
+                e.attrs["memory"] = [key if key[0] != "scratch" else
+                                     ("scratch", buffers[key[1]].attrs["reg_group"], buffers[key[1]].attrs["offset"])
+                                     for key in e.attrs["memory"]]
         return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
+from ..memory import BLOCK_OPS
 
 
 def buffer_accesses(lir: LinearIR) -> dict[int, dict[str, list[int]]]:
@@ -17,6 +18,10 @@ def buffer_accesses(lir: LinearIR) -> dict[int, dict[str, list[int]]]:
         if e.op in ("Load", "Store", "BroadcastLoad") and e.attrs.get("buffer", ("",))[0] == "scratch":
             kind = "store" if e.op == "Store" else "load"
             uses.setdefault(e.attrs["buffer"][1], {"store": [], "load": []})[kind].append(i)
+        for k, key in enumerate(e.attrs.get("memory", ()) if e.op in BLOCK_OPS else ()):
+            if key[0] == "scratch":   # a block operation's operands, then its result
+                kind = "store" if k == len(e.inputs) else "load"
+                uses.setdefault(key[1], {"store": [], "load": []})[kind].append(i)
     return uses
 
 

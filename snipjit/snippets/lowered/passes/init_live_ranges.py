@@ -14,8 +14,9 @@ from __future__ import annotations
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
 from ..expression import Reg
+from ..memory import BLOCK_OPS
 
-_NO_VALUE = ("Store", "Result", "LoopEnd", "Spill", "Buffer")   # memory markers and stores hold no value
+_NO_VALUE = ("Store", "Result", "LoopEnd", "Spill", "Buffer") + BLOCK_OPS   # what writes memory holds no value
 _GPR_OPS = ("Parameter", "Result", "LoopBegin")
 
 

@@ -4,13 +4,14 @@ A value computed in one nest and read in a later nest over the same dims (a soft
 read again after their sum is known) cannot stay in a register: it goes into a `Buffer` — one row of the
 innermost loop in the kernel's per-thread scratchpad, which AllocateBuffers places. The Buffer sits
 between the two nests; InsertLoadStore then stores into it in the producer's nest and loads from it in
-each consumer's.
+each consumer's. A block operation (`Brgemm`) reads and writes memory itself: Buffers carry rows between it
+and the loop nests.
 """
 from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
-from ..linear_ir import LinearIR
-from ..memory import update_loop_ports
+from ..linear_ir import LinearIR, LinearIRError
+from ..memory import BLOCK_OPS, MEMORY_OPS, update_loop_ports
 
 
 class InsertBuffers(LinearIRPass):
@@ -30,6 +31,33 @@ class InsertBuffers(LinearIRPass):
                 lir.insert_node("Buffer", [e.output_port(k)], end + 1, {"index": count}, loop_ids=(),
                                 out_shape=shape, dtype=e.dtype, consumers=crossing)
                 count += 1
+        count = self.around_blocks(lir, count)
         for loop_id in lir.loop_manager.loops:
             update_loop_ports(lir, loop_id)
         return count > 0
+
+    @staticmethod
+    def around_blocks(lir: LinearIR, count: int) -> int:
+        """A block operation reads and writes memory: what it reads from a loop nest is stored into a
+        Buffer after that nest, and what loop nests (or another block) read of its result goes through a
+        Buffer it writes. A body output it makes is written straight."""
+        row = (1,) * (len(lir.master_shape) - 1) + (lir.master_shape[-1],)
+        for e in [x for x in lir.expressions if x.op in BLOCK_OPS]:
+            for k, conn in enumerate(e.inputs):
+                src = conn.source
+                if src.expr.op in MEMORY_OPS:
+                    continue
+                if not src.expr.loop_ids or src.descriptor.shape[-1] != lir.master_shape[-1]:
+                    raise LinearIRError(f"{e.name} reads {src.expr.name}, which is not a row of the loop nests")
+                end = max(i for i, x in enumerate(lir.expressions) if x.loop_ids == src.expr.loop_ids)
+                lir.insert_node("Buffer", [src], end + 1, {"index": count}, loop_ids=(), out_shape=row,
+                                dtype=src.expr.dtype, consumers=[e.input_port(k)])
+                count += 1
+            readers = [c for c in e.consumers(0) if c.expr.op not in MEMORY_OPS]
+            if readers:
+                if e.out_descs[0].shape[-1] != lir.master_shape[-1]:
+                    raise LinearIRError(f"{e.name}: its result is read by the loop nests, not a row of them")
+                lir.insert_node("Buffer", [e.output_port(0)], lir.index(e) + 1, {"index": count}, loop_ids=(),
+                                out_shape=row, dtype=e.dtype, consumers=readers)
+                count += 1
+        return count

@@ -8,7 +8,8 @@ and its result exists only once that nest has ended: an expression reading it st
 
 Expressions that broadcast along every loop dim (size 1 where the master is not, such as the statistics
 of a normalisation after their reductions) run outside the loops, once per iteration of the parallel
-domain; those that do not depend on the current nest are hoisted before it. Scalars go first.
+domain; those that do not depend on the current nest are hoisted before it. Scalars go first. A block
+operation (`Brgemm`) ends the open nest and runs outside loops: it walks its blocks itself.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ...symbolic import Sym
 from ..expression import Expression
 from ..linear_ir import LinearIR
 from ..loop_info import LoopInfo
-from ..memory import LOOP_FREE_OPS, update_loop_ports
+from ..memory import BLOCK_OPS, LOOP_FREE_OPS, update_loop_ports
 
 
 class MarkLoops(LinearIRPass):
@@ -42,6 +43,10 @@ class MarkLoops(LinearIRPass):
         for e in rest:
             if e.op in LOOP_FREE_OPS:
                 ordered.append(e)
+                continue
+            if e.op in BLOCK_OPS:   # after the open nest (it may read what the nest wrote), outside loops
+                ordered.append(e)
+                current, pending, nest_start = None, {id(e)}, len(ordered)
                 continue
             waits = any(id(c.source.expr) in pending for c in e.inputs)
             domain = self.domain(lir, e, dims)
