@@ -24,16 +24,20 @@ dilation 1 with the kernel width and column stride known when generating (`kw` u
 the blocks also share inputs between pixels: per kernel row, the (pixels - 1)·sw + kw input columns are
 loaded once and feed the pixels × kw FMAs (against the tap loop's pixels × kw loads); the kernel
 was load-bound, and this measured 1.1-1.4× faster at 3×3, about 3× at 7×7 on Zen 4 (AVX-512). Such a
-row runs in blocks of the widest size that fits it, the last overlapping its neighbour; edge blocks read
-columns outside the input as zeros (a select), and only the channel tail keeps the tap loop. Each register
-block is a function of its own, never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets
-computed, or the blocks inlined into the row loops, LLVM strength-reduces every pixel's address into an
-induction variable and spills them (measured 2-3× slower). Without reuse, blocks of `pixels` and
-of half as many run over the interior columns (all taps inside the row, no checks); the columns left
-over and the edge columns run one pixel at a time with their kw range clipped to the input, never
-branching per tap; a row's kh range is clipped the same way. Channels go `vectors` at a time, then one
-vector at a time, then the tail of C under a lane mask — the only masked loads and stores, since the
-weights and bias are padded (AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
+row runs in ceil(OW / pixels) blocks of equal width (14 columns: 7 + 7, not 8 and an overlapping 8; the
+last block overlaps its neighbour when the row is no multiple of the width), one call per block over
+the chunk's whole vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel
+block, on the 28×28 to 7×7 layers at one thread); edge blocks read columns outside the input as zeros (a
+select), and only the channel tail keeps the tap loop. Each register block is a function of its own,
+never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets computed, or the
+blocks inlined into the row loops, LLVM strength-reduces every pixel's address into an induction
+variable and spills them (measured 2-3× slower). Without reuse, blocks of `pixels` and of half as many
+run over the interior columns (all taps inside the row, no checks); the columns left over and the edge
+columns run one pixel at a time with their kw range clipped to the input, never branching per tap; a
+row's kh range is clipped the same way.
+Channels go `vectors` at a time, then one vector at a time, then the tail of C under a lane mask — the
+only masked loads and stores, since the weights and bias are padded (AVX2's vmaskmov is slow: it stays
+out of every loop over whole vectors).
 """
 from __future__ import annotations
 
@@ -223,34 +227,35 @@ def _accumulate(g: _Builder, blk: _Block, pixels: int, vectors: int, mask) -> li
     return outer
 
 
-def _accumulate_row_taps(g: _Builder, blk: _Block, pixels: int, v: int, clipped: bool) -> list:
-    """The accumulators [pixel] of channel vector `v` of a block reusing inputs (stride `sw`, kernel width
-    `kw` known): per kernel row, each of the (pixels - 1)·sw + kw input columns is loaded once and feeds
-    the (pixel, tap) pairs it belongs to, against kw weight vectors loaded once per row. `clipped`: the
-    block's first input column is `blk.kw_lo` (maybe negative), columns outside [0, W) read as zeros (a
-    load from column 0 and a select: no branch)."""
-    b, d, lanes, kw, sw = g.b, g.d, g.shape.lanes, g.shape.kw, g.shape.sw
-    initial = g.load(g.at(blk.bias, _c(v * lanes)))
-    kh_loop = CountedLoop(b, f"kh{v}", blk.kh_lo, blk.kh_hi, 1)
+def _accumulate_row_taps(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool) -> list:
+    """The accumulators [pixel] of the channel vector at offset `cv` of a block reusing inputs (stride `sw`,
+    kernel width `kw` known): per kernel row, each of the (pixels - 1)·sw + kw input columns is loaded once
+    and feeds the (pixel, tap) pairs it belongs to, against kw weight vectors loaded once per row.
+    `clipped`: the block's first input column is `blk.kw_lo` (maybe negative), columns outside [0, W) read
+    as zeros (a load from column 0 and a select: no branch)."""
+    b, d, kw, sw = g.b, g.d, g.shape.kw, g.shape.sw
+    initial = g.load(g.at(blk.bias, cv))
+    kh_loop = CountedLoop(b, "kh", blk.kh_lo, blk.kh_hi, 1)
     acc = [kh_loop.phi(g.vec, initial) for _ in range(pixels)]
     kh_loop.enter()
     first = b.mul(kh_loop.index, _c(kw))
     x_row = g.at(blk.x, b.load(b.gep(g.p["taps"], [first], source_etype=I64), typ=I64))   # see _accumulate
+    x_row = g.at(x_row, cv)
     columns = (pixels - 1) * sw + kw
     # the block was sized for pixels·vectors accumulators in half the registers; when the accumulators,
     # weights and every input column of a row exceed them, a scheduling barrier after each column stops
     # LLVM from loading them all up front, and the weights are loaded where used (FMA memory operands)
     barrier = pixels + kw + columns > 2 * g.shape.pixels * g.shape.vectors
-    weight = [g.at(blk.w, b.add(b.mul(b.add(first, _c(t)), d["cp"]), _c(v * lanes))) for t in range(kw)]
+    weight = [g.at(blk.w, b.add(b.mul(b.add(first, _c(t)), d["cp"]), cv)) for t in range(kw)]
     weights = weight if barrier else [g.load(address) for address in weight]
     updated = list(acc)
     for j in range(columns):
         if clipped:
             inside = b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"])
             column = b.select(inside, _c(j), b.sub(_c(0), blk.kw_lo))
-            x = b.select(inside, g.load(g.at(x_row, b.add(b.mul(d["C"], column), _c(v * lanes)))), g.constant(0.0))
+            x = b.select(inside, g.load(g.at(x_row, b.mul(d["C"], column))), g.constant(0.0))
         else:
-            x = g.load(g.at(x_row, b.add(b.mul(d["C"], _c(j)), _c(v * lanes))))
+            x = g.load(g.at(x_row, b.mul(d["C"], _c(j))))
         for p in range(pixels):
             if 0 <= j - p * sw < kw:
                 w = g.load(weights[j - p * sw]) if barrier else weights[j - p * sw]
@@ -261,10 +266,19 @@ def _accumulate_row_taps(g: _Builder, blk: _Block, pixels: int, v: int, clipped:
     return acc
 
 
-def _finish(g: _Builder, acc: list, scale) -> list:
+def _bounds(g: _Builder):
+    """madd: the clamp's (lo, hi) as vectors, loaded once per block function (the stores between the blocks'
+    vectors could alias `params`, so loaded later LLVM reloads them for every vector)."""
+    b = g.b
+    if g.shape.combine != "madd":
+        return None
+    return tuple(g.splat(b.load(b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
+
+
+def _finish(g: _Builder, acc: list, scale, bounds) -> list:
     b = g.b
     if g.shape.combine == "madd":
-        lo, hi = (g.splat(b.load(b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
+        lo, hi = bounds
         out = []
         for a in acc:   # ordered compares: NaN passes through, as NumPy's clip lets it
             if g.shape.activation:
@@ -279,13 +293,16 @@ def _finish(g: _Builder, acc: list, scale) -> list:
 
 def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: str = "taps") -> ir.Function:
     """The function computing a register block: `pixels` neighbouring output pixels × `vectors` channel
-    vectors (`masked`: one vector, its lanes below `left`); `mode` "taps" runs the tap loop, "reuse" and
-    "clipped" reuse inputs across pixels (`_accumulate_row_taps`)."""
+    vectors (`masked`: one vector, its lanes below `left`) on the tap loop (`mode` "taps"); or, `mode`
+    "reuse" (inside the input's width) and "clipped" (not), `pixels` output pixels over the whole vectors
+    of the `left` channels, one vector at a time, reusing inputs across pixels (`_accumulate_row_taps`):
+    one call per block of a row's chunk, its setup shared by the chunk's vectors."""
     name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}{'' if mode == 'taps' else '_' + mode}"
     fn = g.function(name, [g.ptr] * 6 + [I64] * 5, internal=True)
     b, d, lanes = g.b, g.d, g.shape.lanes
     blk = _Block(*fn.args[2:])
     mask = b.icmp_signed("<", g.lane_ids, g.splat(blk.left, I64)) if masked else None
+    bounds = _bounds(g)
     scale = None
     if g.shape.combine == "mean":
         taps = b.mul(g.maximum(b.sub(blk.kh_hi, blk.kh_lo), _c(0)), g.maximum(b.sub(blk.kw_hi, blk.kw_lo), _c(0)))
@@ -296,15 +313,18 @@ def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: 
         # one vector at a time, stored before the next: in one loop, or with another vector's results
         # live, or unrolled, LLVM's scheduler loads more inputs up front than registers hold, and spills
         fn.attributes.add("optsize")
-        for v in range(vectors):
-            acc = _accumulate_row_taps(g, blk, pixels, v, mode == "clipped")
-            for p in range(pixels):
-                g.store(_finish(g, [acc[p]], scale)[0], g.at(blk.out, b.add(b.mul(d["C"], _c(p)), _c(v * lanes))))
+        whole = b.mul(b.sdiv(blk.left, _c(lanes)), _c(lanes))
+        loop = CountedLoop(b, "cv", _c(0), whole, lanes)
+        loop.enter()
+        acc = _accumulate_row_taps(g, blk, pixels, loop.index, mode == "clipped")
+        for p, value in enumerate(_finish(g, acc, scale, bounds)):
+            g.store(value, g.at(blk.out, b.add(b.mul(d["C"], _c(p)), loop.index)))
+        loop.leave()
         b.ret_void()
         return fn
     acc = _accumulate(g, blk, pixels, vectors, mask)
     for p in range(pixels):
-        values = _finish(g, acc[p], scale)
+        values = _finish(g, acc[p], scale, bounds)
         out_p = g.at(blk.out, b.mul(d["C"], _c(p)))
         for v in range(vectors):
             g.store(values[v], g.at(out_p, _c(v * lanes)), mask)
@@ -371,48 +391,57 @@ def _channels(g: _Builder, row: _Row, call) -> None:
 
 
 def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int) -> None:
-    """Output columns [ow0, ow0 + pixels) of a kernel reusing inputs: inside the input's width without
-    checks, else clipped; the channel tail on the tap loop (at the edges one pixel at a time)."""
-    b, d = g.b, g.d
+    """Output columns [ow0, ow0 + pixels) of a kernel reusing inputs, over the chunk's whole vectors: inside
+    the input's width without checks, else clipped; the channel tail on the tap loop under a mask (at the
+    edges one pixel at a time)."""
+    b, d, lanes = g.b, g.d, g.shape.lanes
     iw0 = b.sub(b.mul(ow0, _c(g.shape.sw)), d["pl"])
     x_pixel, out_pixel = g.at(row.x_row, b.mul(iw0, d["C"])), g.at(row.out_row, b.mul(ow0, d["C"]))
     inside = b.and_(b.icmp_signed(">=", ow0, d["ow_lo"]), b.icmp_signed("<=", b.add(ow0, _c(pixels)), d["ow_hi"]))
+    whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(lanes)), _c(lanes)))
 
-    def call(n: int, mode: str, x, out, c, count: int, kw_lo, kw_hi) -> None:
-        key = (n, max(count, 1), count == 0, "taps" if count == 0 else mode)
+    def call(key, x, out, c, kw_lo, kw_hi) -> None:
         b.call(blocks[key], [*row.args, g.at(x, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out, c),
                              row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c)])
 
-    def clipped_tail(c) -> None:
+    def clipped_tail() -> None:
         loop = CountedLoop(b, "edge", _c(0), _c(pixels), 1)
         loop.enter()
         iw = b.add(iw0, b.mul(loop.index, _c(g.shape.sw)))
         kw_lo, kw_hi = g.clipped_range(iw, d["W"], d["dw"], d["KW"])
-        call(1, "taps", g.at(row.x_row, b.mul(iw, d["C"])), g.at(out_pixel, b.mul(loop.index, d["C"])), c, 0,
-             kw_lo, kw_hi)
+        call((1, 1, True, "taps"), g.at(row.x_row, b.mul(iw, d["C"])), g.at(out_pixel, b.mul(loop.index, d["C"])),
+             whole, kw_lo, kw_hi)
         loop.leave()
+
+    def channels(mode: str, tail) -> None:
+        g.when(b.icmp_signed("<", row.c_begin, whole),
+               lambda: call((pixels, 1, False, mode), x_pixel, out_pixel, row.c_begin, iw0, d["KW"]))
+        g.when(b.icmp_signed("<", whole, row.c_end), tail)
 
     fn = b.function
     interior, edge, done = (fn.append_basic_block(name) for name in ("interior", "edge", "block.done"))
     b.cbranch(inside, interior, edge)
     b.position_at_end(interior)
-    _channels(g, row, lambda c, count: call(pixels, "reuse", x_pixel, out_pixel, c, count, _c(0), d["KW"]))
+    channels("reuse", lambda: call((pixels, 1, True, "taps"), x_pixel, out_pixel, whole, _c(0), d["KW"]))
     b.branch(done)
     b.position_at_end(edge)
-    _channels(g, row, lambda c, count: clipped_tail(c) if count == 0 else
-              call(pixels, "clipped", x_pixel, out_pixel, c, count, iw0, d["KW"]))
+    channels("clipped", clipped_tail)
     b.branch(done)
     b.position_at_end(done)
 
 
-def _reuse_row(g: _Builder, row: _Row, blocks: dict, sizes: list) -> None:
-    """A row of a kernel reusing inputs: blocks of the widest size not wider than the row, the last one
-    overlapping its neighbour when the row is no multiple of it (it writes the same values again)."""
-    b, d, fn = g.b, g.d, g.b.function
+def _reuse_row(g: _Builder, row: _Row, blocks: dict) -> None:
+    """A row of a kernel reusing inputs: ceil(OW / pixels) blocks of equal width ceil(OW / blocks) (14
+    columns: 7 + 7, not 8 and an overlapping 8), the last one overlapping its neighbour when the row is no
+    multiple of the width (it writes the same values again)."""
+    b, d, most = g.b, g.d, g.shape.pixels
+    count = b.sdiv(b.add(d["OW"], _c(most - 1)), _c(most))
+    width = b.sdiv(b.add(d["OW"], b.sub(count, _c(1))), g.maximum(count, _c(1)))
+    fn = b.function
     done = fn.append_basic_block("row.done")
-    for pixels in sizes:
-        stage, other = fn.append_basic_block(f"row{pixels}"), fn.append_basic_block(f"row{pixels}.not")
-        b.cbranch(b.icmp_signed(">=", d["OW"], _c(pixels)), stage, other)
+    switch = b.switch(width, done)
+    for pixels in range(1, most + 1):
+        switch.add_case(_c(pixels), stage := fn.append_basic_block(f"row{pixels}"))
         b.position_at_end(stage)
         loop = CountedLoop(b, f"ob{pixels}", _c(0), b.sub(d["OW"], _c(pixels - 1)), pixels)
         loop.enter()
@@ -421,8 +450,6 @@ def _reuse_row(g: _Builder, row: _Row, blocks: dict, sizes: list) -> None:
         g.when(b.icmp_signed("<", loop.index, d["OW"]),
                lambda: _reuse_block(g, row, blocks, b.sub(d["OW"], _c(pixels)), pixels))
         b.branch(done)
-        b.position_at_end(other)
-    b.branch(done)
     b.position_at_end(done)
 
 
@@ -430,11 +457,12 @@ def window_module(shape: WindowKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
     g = _Builder(shape)
     sizes = sorted({shape.pixels, max(1, shape.pixels // 2), 1}, reverse=True)
-    kinds = {(shape.vectors, False, "taps"), (1, False, "taps"), (1, True, "taps")}
-    if shape.kw:
-        kinds = {(count, False, mode) for count in {shape.vectors, 1} for mode in ("reuse", "clipped")}
-        kinds.add((1, True, "taps"))
-    blocks = {(pixels, *kind): _block_function(g, pixels, *kind) for pixels in sizes for kind in sorted(kinds)}
+    kinds = [(shape.vectors, False, "taps"), (1, False, "taps"), (1, True, "taps")]
+    keys = [(pixels, *kind) for pixels in sizes for kind in dict.fromkeys(kinds)]
+    if shape.kw:   # every width of block reusing inputs, inside the input or clipped, with its masked tail
+        keys = [(pixels, 1, mode == "taps", mode) for pixels in range(shape.pixels, 0, -1)
+                for mode in ("reuse", "clipped", "taps")]
+    blocks = {key: _block_function(g, *key) for key in dict.fromkeys(keys)}
     fn = g.function(shape.name, [g.ptr, g.ptr, I64, I64, g.ptr], internal=False)
     b, d = g.b, g.d
     begin, end = fn.args[2:4]
@@ -453,7 +481,7 @@ def window_module(shape: WindowKernel) -> ir.Module:
     row = _Row(tuple(fn.args[:2]), g.at(x_image, b.mul(ih0, b.mul(d["W"], d["C"]))), out_row, kh_lo, kh_hi,
                c_begin, c_end)
     if shape.kw:
-        _reuse_row(g, row, blocks, sizes)
+        _reuse_row(g, row, blocks)
     else:
         ow = _columns(g, row, blocks, _c(0), d["ow_lo"], 1, clip=True)
         for pixels in sizes[:-1]:

@@ -32,9 +32,9 @@ def masked(text: str) -> bool:
 def test_masks_only_in_the_channel_tail(cpu, level, combine, kw):
     shape = kernel(combine, level, kw)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
-    # the kernel, 3 pixel blocks × (vectors, one vector, masked tail); reusing inputs, the vectors and the
-    # one vector both interior and clipped
-    assert len(bodies) == 1 + 3 * (5 if kw else 3)
+    # the kernel, 3 pixel blocks × (vectors, one vector, masked tail); reusing inputs, every block width
+    # × (whole vectors inside the input, clipped, the masked tail on the tap loop)
+    assert len(bodies) == 1 + (3 * shape.pixels if kw else 3 * 3)
     for name, body in bodies.items():
         assert masked(body) == name.endswith("_masked"), name
     if level is isa.AVX2:
@@ -51,11 +51,11 @@ def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, 
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
     for pixels in (shape.pixels, shape.pixels // 2):
-        loops = [loop for loop in innermost_loops(bodies[f"{shape.name}_{pixels}x{shape.vectors}{mode}"])
-                 if any("vfmadd" in line for line in loop)]
+        name = f"{shape.name}_{pixels}x{1 if kw else shape.vectors}{mode}"
+        loops = [loop for loop in innermost_loops(bodies[name]) if any("vfmadd" in line for line in loop)]
         if not kw:
             loops = [max(loops, key=lambda lines: sum("vfmadd" in line for line in lines))]
-        assert len(loops) == (shape.vectors if kw else 1)
+        assert len(loops) == 1
         for loop in loops:
             fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
             per_pass = pixels * kw if kw else pixels * shape.vectors   # a kernel row's, or a tap's
