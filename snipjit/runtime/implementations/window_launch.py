@@ -5,9 +5,9 @@ the global pools.
 One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once
 per process and level; its register block follows the level (`targets.isa`). Depthwise weights are
 packed once (`pack_depthwise`): tap-major [KH·KW, cp] with cp a multiple of the vector width, zeros
-past C, so the kernel loads whole weight vectors without masks. Work items are output rows × chunks of
-channels × images: a large image splits by rows, a small late layer (7×7×960) by channels too; a small
-job runs on the calling thread.
+past C, so the kernel loads whole weight vectors without masks. Work items are output rows (pairs of
+them for a 3×3 kernel at row stride 1, computed together) × chunks of channels × images: a large image
+splits by rows, a small late layer (7×7×960) by channels too; a small job runs on the calling thread.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) ru
 ITEMS_PER_THREAD = 8          # work items wanted per thread (the pool balances them between cores)
 REUSE_WIDTHS = range(2, 8)    # kernel widths with a depthwise kernel reusing inputs across pixels
 REUSE_STRIDES = (1, 2)        # and its column strides
+PAIRED_WIDTHS = (3,)          # kernel widths whose kernel computes two output rows at once (at row stride 1)
 
 
 @dataclass(frozen=True)
@@ -57,15 +58,16 @@ class CompiledWindow:
     features: str
 
 
-def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1) -> CompiledWindow:
+def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1) -> CompiledWindow:
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
-    the variant for that kernel width, column stride `sw` and column dilation 1) at the current ISA level."""
+    the variant for that kernel width, column stride `sw` and column dilation 1, computing `rows` output
+    rows at once where it can) at the current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
     pixels, vectors = window_blocks(level.vector_registers)
     shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation, kw,
-                         sw if kw else 1)
+                         sw if kw else 1, rows if kw else 1)
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -158,10 +160,11 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
                          f"{[n, oh, ow, c]}")
     if not available():
         return None
-    kernel = kernel_for(combine, activation, window.kernel[1] if reuse else 0, window.strides[1])
-    lanes, vectors = kernel.shape.lanes, kernel.shape.vectors
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
+    rows = 2 if reuse and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
+    kernel = kernel_for(combine, activation, kw if reuse else 0, sw, rows)
+    lanes, vectors, rows = kernel.shape.lanes, kernel.shape.vectors, kernel.shape.rows
     ow_lo = min(ow, -(-left // sw))                                  # first column with iw >= 0
     ow_hi = max(ow_lo, min(ow, (w - 1 + left - (kw - 1) * dw) // sw + 1))   # past the last inside the row
     pool = get_native_pool()
@@ -170,7 +173,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     block = vectors * lanes
     chunks = 1
     if threads > 1 and c:
-        chunks = min(-(-c // block), max(1, -(-threads * ITEMS_PER_THREAD // (n * oh))))
+        chunks = min(-(-c // block), max(1, -(-threads * ITEMS_PER_THREAD // (n * -(-oh // rows)))))
     chunk_c = _padded(-(-c // chunks), block) if c else block
     chunks = -(-c // chunk_c) if c else 0
     cp = _padded(c, lanes)
@@ -191,7 +194,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     values = dict(H=h, W=w, C=c, OH=oh, OW=ow, KH=kh, KW=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=top, pl=left,
                   ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, cp=cp, include_pad=int(include_pad))
     dims = (ctypes.c_int64 * len(DIMS))(*(values[name] for name in DIMS))
-    return WindowLaunch(kernel, ptrs, dims, n * chunks * oh, threads, held, repeats)
+    return WindowLaunch(kernel, ptrs, dims, n * chunks * -(-oh // rows), threads, held, repeats)
 
 
 def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray | None,

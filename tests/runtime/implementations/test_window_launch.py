@@ -149,8 +149,37 @@ def check_reuse(shape, window):
         out = np.full(ref.shape, np.nan, np.float32)
         launch = wl.prepare_depthwise(x, packed, b, clamp, out, window, activation=activation)
         assert (launch.kernel.shape.kw, launch.kernel.shape.sw) == (kernel[1], window.strides[1])
+        paired = kernel[1] in wl.PAIRED_WIDTHS and window.strides[0] == window.dilations[0] == 1
+        assert launch.kernel.shape.rows == (2 if paired else 1)
         launch.run()
         check(out, ref)
+
+
+# two output rows at once: odd and even heights, rows whose kernel rows leave the input (top, bottom, H = 2)
+PAIRED_CASES = [((1, 2, 9, 16), (1, 1, 1, 1)), ((2, 4, 10, 21), (0, 1, 0, 1)), ((1, 11, 16, 40), (1, 1, 1, 1)),
+                ((1, 7, 7, 33), (2, 1, 0, 1)), ((1, 3, 5, 7), (0, 0, 0, 0))]
+
+
+@pytest.mark.parametrize("case", PAIRED_CASES, ids=lambda case: "x".join(map(str, case[0])))
+def test_depthwise_computing_two_rows_at_once(level, case):
+    shape, pads = case
+    check_reuse(shape, wl.Window((3, 3), (1, 1), pads))
+
+
+@pytest.mark.parametrize("strides, dilations", [((2, 1), (1, 1)), ((1, 1), (2, 1)), ((2, 2), (1, 1))])
+def test_a_kernel_for_two_rows_computes_them_apart_at_other_row_strides(level, monkeypatch, strides, dilations):
+    """The launch pairs rows only at row stride and dilation 1; the kernel checks it too (at other ones, a
+    work item's two rows are computed one at a time)."""
+    chosen = wl.kernel_for
+    monkeypatch.setattr(wl, "kernel_for", lambda *args: chosen(*args[:4], rows=2))
+    window = wl.Window((3, 3), strides, (1, 1, 1, 1), dilations)
+    rng = np.random.default_rng(3)
+    x, weights, bias = nhwc(rng, 1, 11, 13, 24), nhwc(rng, 24, 1, 3, 3), nhwc(rng, 24)
+    out = np.full((1, *window.output_size(11, 13), 24), np.nan, np.float32)
+    launch = wl.prepare_depthwise(x, wl.pack_depthwise(weights), bias, (0.0, 6.0), out, window)
+    assert launch.kernel.shape.rows == 2 and launch.items == -(-out.shape[1] // 2)
+    launch.run()
+    check(out, reference(x, "madd", window, weights, bias, (0.0, 6.0)))
 
 
 @pytest.mark.parametrize("window", [wl.Window((3, 3), (1, 3), (1, 1, 1, 1)),

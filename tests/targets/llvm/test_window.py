@@ -12,9 +12,9 @@ from snipjit.targets.llvm.window import COMBINES, WindowKernel, window_blocks, w
 
 
 
-def kernel(combine: str, level: isa.IsaLevel, kw: int = 0, sw: int = 1) -> WindowKernel:
+def kernel(combine: str, level: isa.IsaLevel, kw: int = 0, sw: int = 1, rows: int = 1) -> WindowKernel:
     pixels, vectors = window_blocks(level.vector_registers)
-    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw, sw=sw)
+    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw, sw=sw, rows=rows)
 
 
 def functions(asm: str) -> dict[str, str]:
@@ -28,13 +28,14 @@ def masked(text: str) -> bool:
 
 
 @pytest.mark.parametrize("cpu, level", CPUS)
-@pytest.mark.parametrize("combine, kw", [(combine, 0) for combine in COMBINES] + [("madd", 3)])
-def test_masks_only_in_the_channel_tail(cpu, level, combine, kw):
-    shape = kernel(combine, level, kw)
+@pytest.mark.parametrize("combine, kw, rows",
+                         [(combine, 0, 1) for combine in COMBINES] + [("madd", 3, 1), ("madd", 3, 2)])
+def test_masks_only_in_the_channel_tail(cpu, level, combine, kw, rows):
+    shape = kernel(combine, level, kw, rows=rows)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
     # the kernel, 3 pixel blocks × (vectors, one vector, masked tail); reusing inputs, every block width
-    # × (whole vectors inside the input, clipped, the masked tail on the tap loop)
-    assert len(bodies) == 1 + (3 * shape.pixels if kw else 3 * 3)
+    # × (whole vectors inside the input, clipped, the masked tail on the tap loop; two rows inside, clipped)
+    assert len(bodies) == 1 + ((3 if rows == 1 else 5) * shape.pixels if kw else 3 * 3)
     for name, body in bodies.items():
         assert masked(body) == name.endswith("_masked"), name
     if level is isa.AVX2:
@@ -43,11 +44,13 @@ def test_masks_only_in_the_channel_tail(cpu, level, combine, kw):
 
 @pytest.mark.parametrize("cpu, level", CPUS)
 @pytest.mark.parametrize("kw, sw, mode", [(0, 1, ""), (3, 1, "_reuse"), (5, 1, "_reuse"), (7, 1, "_reuse"),
-                                         (5, 2, "_reuse"), (3, 1, "_clipped"), (7, 1, "_clipped"), (3, 2, "_clipped")])
+                                         (5, 2, "_reuse"), (3, 1, "_clipped"), (7, 1, "_clipped"), (3, 2, "_clipped"),
+                                         (3, 1, "_reuse2"), (3, 1, "_clipped2")])
 def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, kw, sw, mode):
     """kw: the variant reusing inputs, its blocks one kh loop per channel vector, each loading a kernel
-    row's (pixels - 1)·sw + kw input columns and kw weight vectors once."""
-    shape = kernel("madd", level, kw, sw)
+    row's (pixels - 1)·sw + kw input columns and kw weight vectors once (two rows: the loop over the
+    middle input rows, each feeding both output rows)."""
+    shape = kernel("madd", level, kw, sw, rows=2 if mode.endswith("2") else 1)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
     for pixels in (shape.pixels, shape.pixels // 2):
@@ -64,9 +67,14 @@ def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, 
             if kw:
                 loads = sum(re.search(rf"vmovups\s+\S*\(.*%{register}|vfmadd\w+\s+\S*\(", line) is not None
                             for line in loop)
-                columns = (pixels - 1) * sw + kw   # past the register budget, weights are FMA memory operands
-                weights = pixels * kw if pixels + kw + columns > 2 * shape.pixels * shape.vectors else kw
-                assert loads <= fmas // per_pass * (columns + weights), "\n".join(loop)
+                # past the register budget, weights are FMA memory operands (two rows keep them when they fit
+                # beside an input column, clipped beside the zeros and the select's result too)
+                rows, registers = shape.rows, 2 * shape.pixels * shape.vectors
+                columns, live = (pixels - 1) * sw + kw, shape.rows * (pixels + kw)
+                operands = live + columns > registers and not (
+                    rows == 2 and live + (3 if "clipped" in mode else 1) <= registers)
+                weights = rows * (pixels * kw if operands else kw)
+                assert loads <= fmas // (rows * per_pass) * (columns + weights), "\n".join(loop)
 
 
 def test_the_portable_level_multiplies_and_adds_without_library_calls():
