@@ -5,8 +5,9 @@ The block's movement ops are applied to the arrays as NumPy views (no copies): Q
 become [batch, heads, rows, head size] views whose strides the kernel reads. The output's movement ops
 are inverted on the planned output array, so the kernel writes the merged-heads layout directly. When
 a view would need a copy, the layouts do not suit the kernel (a head size whose elements are not
-contiguous, one not a multiple of the vector width), or no LLVM is available, the body runs node by
-node (the reference kernel), which gives the same results.
+contiguous, one not a multiple of the vector width), or no LLVM is available, the block runs on its
+fallback: the Snippets kernel with Brgemms (`brgemm_attention`), else node by node (the reference kernel),
+which give the same results.
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def _as_4d(a: np.ndarray) -> np.ndarray:
     return a[None] if a.ndim == 3 else a
 
 
-def _shapes_through(views: Sequence[Node], shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+def shapes_through(views: Sequence[Node], shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     """The shapes a result of `shape` takes through the movement ops `views`: before each, and the last."""
     shapes = [tuple(shape)]
     for node in views:   # (applied to an array of no memory: a broadcast scalar)
@@ -120,10 +121,10 @@ def _shapes_through(views: Sequence[Node], shape: tuple[int, ...]) -> list[tuple
     return shapes
 
 
-def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...]) -> np.ndarray:
+def output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...]) -> np.ndarray:
     """The view of `out` the product's result [.., rows, head size] (of `shape`) is written through:
     the output's movement ops undone."""
-    shapes = _shapes_through(views, shape)
+    shapes = shapes_through(views, shape)
     if tuple(shapes[-1]) != out.shape:
         raise ValueError(f"the output is {out.shape}, the block makes {shapes[-1]}")
     view = out
@@ -133,6 +134,28 @@ def _output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...])
         elif node.op == "Reshape":
             view = _reshaped(view, before, True)
     return view
+
+
+def operands(block: MHAMatch, slot: dict[int, int],
+             inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
+    """Q, Kᵀ and V of a block as 4-D views of its inputs (`slot`: a body input's index by value id), the
+    shape of the second product's result, and how many query heads share a key/value head (ValueError: no
+    views)."""
+    m = block
+    sources = (_split(inputs[slot[id(m.split.inputs[0])]], m.split) if m.split else
+               {id(x): inputs[slot[id(x)]] for x in (m.q, m.k, m.v)})
+    k_groups: list[int] = []
+    v_groups: list[int] = []
+    q = _as_4d(_apply(sources[id(m.q)], m.q_views))
+    kt = _as_4d(_apply(sources[id(m.k)], m.k_views, k_groups))
+    v = _as_4d(_apply(sources[id(m.v)], m.v_views, v_groups))
+    if k_groups != v_groups or len(k_groups) > 1:
+        raise ValueError("keys and values are repeated for the query heads differently")
+    group = k_groups[0] if k_groups else 1
+    heads = (kt.shape[0], kt.shape[1] * group)
+    batch = np.broadcast_shapes(q.shape[:2], heads, (v.shape[0], v.shape[1] * group))
+    rank = len(m.context.outputs[0].type.shape)
+    return q, kt, v, (batch + (q.shape[2], v.shape[3]))[4 - rank:], group
 
 
 # ---- the kernel -------------------------------------------------------------------------------------
@@ -269,39 +292,20 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
 
 
 class AttentionKernel(Kernel):
-    """A "mha" Subgraph: its block on the attention kernel, else its body node by node."""
+    """A "mha" Subgraph: its block on the attention kernel, else on `fallback` (default: node by node)."""
 
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, fallback: Kernel | None = None):
         self.node = node
         body = node.attrs["body"]
         self.block = describe(body)
         self.slot = {id(v): i for i, v in enumerate(body.inputs)}
-        self.reference = ReferenceKernel(node)
-
-    def _operands(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
-        """Q, Kᵀ and V as 4-D views, the shape of the second product's result, and how many query heads
-        share a key/value head (ValueError: no views)."""
-        m = self.block
-        sources = (_split(inputs[self.slot[id(m.split.inputs[0])]], m.split) if m.split else
-                   {id(x): inputs[self.slot[id(x)]] for x in (m.q, m.k, m.v)})
-        k_groups: list[int] = []
-        v_groups: list[int] = []
-        q = _as_4d(_apply(sources[id(m.q)], m.q_views))
-        kt = _as_4d(_apply(sources[id(m.k)], m.k_views, k_groups))
-        v = _as_4d(_apply(sources[id(m.v)], m.v_views, v_groups))
-        if k_groups != v_groups or len(k_groups) > 1:
-            raise ValueError("keys and values are repeated for the query heads differently")
-        group = k_groups[0] if k_groups else 1
-        heads = (kt.shape[0], kt.shape[1] * group)
-        batch = np.broadcast_shapes(q.shape[:2], heads, (v.shape[0], v.shape[1] * group))
-        rank = len(m.context.outputs[0].type.shape)
-        return q, kt, v, (batch + (q.shape[2], v.shape[3]))[4 - rank:], group
+        self.fallback = fallback or ReferenceKernel(node)   # for the calls the kernel does not take
 
     def _launch(self, inputs: Sequence[np.ndarray], out: np.ndarray) -> AttentionLaunch | None:
         m = self.block
         try:
-            q, kt, v, product, group = self._operands(inputs)
-            target = _as_4d(_output_view(out, m.out_views, product))
+            q, kt, v, product, group = operands(self.block, self.slot, inputs)
+            target = _as_4d(output_view(out, m.out_views, product))
         except ValueError:
             return None
         mask, keep, mask2 = (inputs[self.slot[id(x)]] if x is not None else None for x in (m.mask, m.keep, m.mask2))
@@ -311,7 +315,7 @@ class AttentionKernel(Kernel):
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         launch = self._launch(inputs, outputs[0]) if outputs[0].size else None
         if launch is None:
-            self.reference.run_into(inputs, outputs)
+            self.fallback.run_into(inputs, outputs)
         else:
             launch.run()
 
@@ -328,20 +332,17 @@ class AttentionKernel(Kernel):
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         m = self.block
         try:
-            q, kt, _, product, _ = self._operands(inputs)
+            q, kt, _, product, _ = operands(self.block, self.slot, inputs)
             scores = product[:-1] + (kt.shape[-1],)
             for mask in (m.mask, m.mask2, m.keep):   # (a mask that widens the batch: the body's result is wider)
                 if mask is not None and np.broadcast_shapes(inputs[self.slot[id(mask)]].shape, scores) != scores:
-                    return self.reference(inputs)
-            out = np.empty(_shapes_through(self.block.out_views, product)[-1], np.float32)
+                    return self.fallback(inputs)
+            out = np.empty(shapes_through(self.block.out_views, product)[-1], np.float32)
         except ValueError:
-            return self.reference(inputs)
+            return self.fallback(inputs)
         self.run_into(inputs, [out])
         return [out]
 
 
-def build_attention(node: Node, options: dict) -> AttentionKernel:
-    return AttentionKernel(node)
-
-
-__all__ = ["AttentionKernel", "AttentionLaunch", "ScoreMasks", "build_attention", "describe", "prepare"]
+__all__ = ["AttentionKernel", "AttentionLaunch", "ScoreMasks", "describe", "operands", "output_view", "prepare",
+           "shapes_through"]

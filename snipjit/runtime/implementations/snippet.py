@@ -11,27 +11,21 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
-import weakref
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ...ir.graph import Node, TensorType
-from ...snippets.subgraph_compiler import CompiledSnippet, compile_subgraph
-from ...snippets.lowered.linear_ir import LinearIRError
-from ...snippets.target_machine import TargetError, TargetMachine
-from .snippet_dumps import PassDumper, dump_dir
-from ..errors import KernelBoundsError
-from ..caches.kernel_cache import cache_key, get_kernel_cache
 from ...memory.solver import aligned_empty
-from .attention import build_attention
-from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference
+from ...snippets.subgraph_compiler import CompiledSnippet
+from ..errors import KernelBoundsError
 from ..parallel.native_threads import get_native_pool, scratchpads
 from ..parallel.python_threads import get_pool
+from .brgemm_attention import build_attention
+from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference
+from .snippet_compile import compile_body, launch_parallel
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
-
 
 
 class SnippetKernel(Kernel):
@@ -245,78 +239,6 @@ class BoundLaunch:
             fn, ptrs, dims, scratch_bytes = k.fn, self.ptrs, self.dims, self.scratch_bytes
             get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, k._scratchpad(scratch_bytes)),
                                     self.domain)
-
-
-def launch_parallel(fn, ptrs, dims, domain: int, scratch_bytes: int, scratchpad) -> None:
-    """Run kernel `fn` over its parallel domain on the native pool, or the Python pool where there is
-    none (`scratchpad(n)` gives the calling thread's scratchpad there)."""
-    native = get_native_pool()
-    if native is None:
-        get_pool().parallel_for(lambda lo, hi: fn(ptrs, dims, lo, hi, scratchpad(scratch_bytes)), domain)
-        return
-    scratch = scratchpads(native.threads, scratch_bytes)
-    native.run(ctypes.cast(fn, ctypes.c_void_p).value, ctypes.addressof(ptrs), ctypes.addressof(dims), domain,
-               0, scratch.base, scratch.stride)
-
-
-@dataclass(frozen=True)
-class KernelSpec:
-    """How a body compiles through the kernel cache: the target, the cache key (which names the kernel)
-    and the loop depth. Compile workers (`planning.compile_workers`) rebuild it from the same options."""
-    target: TargetMachine
-    key: str
-    loop_depth: int
-
-    @property
-    def name(self) -> str:
-        return "kernel_" + self.key[:16]
-
-    def compile(self, body, **debug) -> CompiledSnippet:
-        return compile_subgraph(body, self.target, name=self.name, loop_depth=self.loop_depth, **debug)
-
-
-_SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # body -> {(target, depth): spec}
-
-
-def kernel_spec(body, options: dict) -> KernelSpec:
-    """The body's spec, remembered per body object: the compile pool and the program build both ask,
-    and the key hashes the body's whole text (bodies are not changed once they are a node's)."""
-    from ...targets import get_target
-    target = get_target(options.get("target"))
-    loop_depth = options.get("loop_depth", 1)
-    known = _SPECS.setdefault(body, {})
-    spec = known.get((target.cache_key(), loop_depth))
-    if spec is None:
-        spec = known[(target.cache_key(), loop_depth)] = KernelSpec(
-            target, cache_key(body, target, {"loop_depth": loop_depth}), loop_depth)
-    return spec
-
-
-def bypasses_cache(options: dict) -> bool:
-    """Debugging options (dumps, checked mode, extra passes) compile for real, past the kernel cache."""
-    return (dump_dir(options) is not None or bool(options.get("checked"))
-            or any(options.get(k) for k in ("data_flow_passes", "control_flow_passes")))
-
-
-def compile_body(body, options: dict) -> CompiledSnippet:
-    """Compile a body through the kernel cache (or, when debugging, past it)."""
-    spec = kernel_spec(body, options)
-    checked = bool(options.get("checked"))
-    if checked and not spec.target.supports_checked:
-        raise TargetError(f"checked mode needs the llvm target; target {spec.target.name!r} cannot check accesses")
-    try:
-        if bypasses_cache(options):
-            folder = dump_dir(options)
-            dumper = PassDumper(folder / f"{body.name}_{spec.name}") if folder is not None else None
-            compiled = spec.compile(body, observer=dumper, checked=checked,
-                                    data_flow_passes=options.get("data_flow_passes", ()),
-                                    control_flow_passes=options.get("control_flow_passes", ()))
-            if dumper is not None:
-                dumper.kernel(compiled.kernel, spec.target.name)
-            return compiled
-        return get_kernel_cache().get_or_compile(spec.key, spec.target, lambda: spec.compile(body))
-    except (LinearIRError, TargetError) as e:
-        raise NotApplicable(str(e)) from e
 
 
 def build_snippet(node: Node, options: dict) -> Kernel:

@@ -38,7 +38,7 @@ from ...snippets.target_machine import TargetError, TargetMachine
 from ..caches.kernel_cache import compiler_fingerprint, encode_entry, get_kernel_cache
 from ..parallel.thread_count import affinity_cpus
 from .progress import Progress
-from ..implementations.snippet import bypasses_cache, compile_body, kernel_spec
+from ..implementations.snippet_compile import bypasses_cache, compile_body, kernel_spec
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # the directory that holds this `snipjit`
 WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

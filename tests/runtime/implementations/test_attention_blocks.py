@@ -162,7 +162,7 @@ def on_the_kernel(source, monkeypatch):
     fused, plain = snipjit.compile(build()), snipjit.compile(build(), mha=False)
     steps = [s for s in fused.plan if "Softmax" in s.ops]
     assert len(steps) == 1 and steps[0].kind == "snippet" and isinstance(steps[0].kernel, attention.AttentionKernel)
-    monkeypatch.setattr(steps[0].kernel, "reference", None)
+    monkeypatch.setattr(steps[0].kernel, "fallback", None)
     return fused, plain, steps[0]
 
 
@@ -347,7 +347,7 @@ def test_a_mask_wider_than_the_operands_when_called_directly():
     rng = np.random.default_rng(15)
     x = [rng.standard_normal(shape, dtype=np.float32) for shape in ((2, 5, 32), (2, 32, 7), (2, 7, 32), (3, 1, 5, 7))]
     step = next(s for s in snipjit.compile(parse_graph(text)).plan if "Softmax" in s.ops)
-    np.testing.assert_allclose(step.kernel(x)[0], step.kernel.reference(x)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(step.kernel(x)[0], step.kernel.fallback(x)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_more_query_rows_than_a_chunk_holds(level, key_blocks):

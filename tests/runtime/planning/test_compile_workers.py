@@ -7,7 +7,7 @@ import pytest
 import snipjit
 from snipjit.runtime.planning import compile_workers
 from snipjit.runtime.caches import kernel_cache
-from snipjit.runtime.implementations import snippet
+from snipjit.runtime.implementations import snippet_compile
 from snipjit.runtime.planning.compile_workers import PoolReport, pending_jobs, worker_count
 from snipjit.runtime.caches.kernel_cache import KernelCache
 
@@ -110,7 +110,7 @@ def test_the_build_raises_the_real_error_of_a_failed_kernel(cache, reports, monk
 
     def broken(*args, **kwargs):   # this process's compiler only: the workers' is intact
         raise RuntimeError("the real error")
-    monkeypatch.setattr(snippet, "compile_subgraph", broken)
+    monkeypatch.setattr(snippet_compile, "compile_subgraph", broken)
     with pytest.raises(RuntimeError, match="the real error"):
         snipjit.compile(snipjit.parse_graph(MODEL), compile_workers=2)
     assert reports[0].compiled_in_workers == DISTINCT - 1

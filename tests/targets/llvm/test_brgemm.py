@@ -57,7 +57,7 @@ def attention(batch: str, m: int, n: int, d: int, dv: int, kt_batch: str | None 
      [o] = MatMul(p, v) }}"""
 
 
-@pytest.mark.parametrize("m, n, d, dv", [(5, 37, 16, 24), (1, 1, 1, 1), (3, 16, 64, 64), (2, 64, 3, 17),
+@pytest.mark.parametrize("m, n, d, dv", [(5, 37, 16, 24), (1, 1, 1, 1), (3, 1, 8, 8), (3, 16, 64, 64), (2, 64, 3, 17),
                                          (4, 129, 80, 32), (7, 200, 7, 128)])
 def test_attention_bodies_match_the_reference(level, m, n, d, dv):
     got, want = run_kernel(attention("2,3,", m, n, d, dv))

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from ...pass_manager import LinearIRPass
 from ..linear_ir import LinearIR
+from ..memory import BLOCK_OPS
 
 _NO_BROADCAST_NEEDED = ("Scalar", "BroadcastMove", "BroadcastLoad")
 _NOT_COMPUTE = ("Parameter", "Result", "Load", "Store", "LoopBegin", "LoopEnd", "BroadcastMove",
-                "BroadcastLoad", "Scalar")
+                "BroadcastLoad", "Scalar") + BLOCK_OPS   # (a Brgemm's operands are memory, not vectors)
 
 
 class InsertBroadcastMove(LinearIRPass):
