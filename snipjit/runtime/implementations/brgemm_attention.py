@@ -1,14 +1,14 @@
-"""Attention blocks on a Snippets kernel with Brgemms: the blocks the attention kernel does not take.
+"""Attention blocks on a Snippets kernel with Brgemms: the calls the attention kernel does not take.
 
-The attention kernel (`attention`) covers the scales, masks and softmax of the common exports, on head
-sizes that are whole vectors. A block with other elementwise ops on the scores (a soft cap, Tanh(S / c)
-* c), or whose layouts the attention kernel refuses, runs here: the block without its movement ops
-(S = Q·Kᵀ, the ops on S, the softmax, P·V) goes through the Snippets compiler, whose
-ConvertMatMulToBrgemm makes both products Brgemm expressions of the Linear IR. The kernel computes one
-query row per iteration of its domain; the row of scores stays in the thread's scratchpad. Q, Kᵀ and V
-are copied to contiguous [batch, heads, rows, size] arrays, and the result is written through the
-output's movement ops. Kernels are compiled per input shapes (a Brgemm's own dims are static). What the
-kernel cannot take (grouped-query heads, odd mask shapes) runs node by node (the reference kernel).
+The attention kernel (`attention`) needs head sizes that are whole vectors and operands it can read
+through strides. A call it refuses (tiny BERT's head size 8 on AVX-512, sizes such as 30) runs here before
+falling back to node by node: the block without its movement ops (S = Q·Kᵀ, the scale and masks, the
+softmax, P·V) goes through the Snippets compiler, whose ConvertMatMulToBrgemm makes both products Brgemm
+expressions of the Linear IR. The kernel computes one query row per iteration of its domain; the row of
+scores stays in the thread's scratchpad. Q, Kᵀ and V are copied to contiguous [batch, heads, rows, size]
+arrays, and the result is written through the output's movement ops. Kernels are compiled per input
+shapes (a Brgemm's own dims are static). What the kernel cannot take (grouped query heads, masks that
+widen the batch) runs node by node (the reference kernel).
 """
 from __future__ import annotations
 
@@ -145,9 +145,8 @@ class BrgemmAttention(Kernel):
 
 def build_attention(node: Node, options: dict) -> Kernel:
     """An attention block's kernel: the attention kernel, falling back to the Snippets kernel with Brgemms
-    (then to the reference); a block with ops the attention kernel lacks goes to the Snippets kernel."""
-    brgemm = BrgemmAttention(node, options)
-    return brgemm if brgemm.block.others else AttentionKernel(node, fallback=brgemm)
+    (then to the reference)."""
+    return AttentionKernel(node, fallback=BrgemmAttention(node, options))
 
 
 __all__ = ["BrgemmAttention", "build_attention", "core_body"]
