@@ -59,7 +59,8 @@ CASES = [
     ((1, 12, 1, 20), (3, 3), (1, 2), (1, 1), (1, 1, 1, 1)),      # W = 1
     ((1, 40, 40, 48), (3, 3), (2, 2), (1, 1), (0, 0, 1, 1)),     # TF "SAME" stride 2
     ((1, 5, 6, 9), (3, 3), (1, 1), (1, 2), (2, 2, 2, 2)),        # pads wider than half the window
-    ((2, 7, 7, 200), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),      # split by channels over threads
+    ((2, 7, 7, 200), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),      # split by rows over threads
+    ((1, 1, 40, 200), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),     # one row: split by channels over threads
 ]
 EPILOGUES = [(False, None), (True, (0.0, float("inf"))), (True, (0.0, 6.0)), (False, (-0.5, 0.5))]
 
@@ -252,13 +253,15 @@ def test_large_jobs_split_over_threads_and_small_ones_do_not():
     pool = get_native_pool()
     rng = np.random.default_rng(2)
     window = wl.Window((3, 3), (1, 1), (1, 1, 1, 1))
-    big, small = nhwc(rng, 1, 7, 7, 960), nhwc(rng, 1, 4, 4, 8)
-    weights = nhwc(rng, 960, 1, 3, 3)
-    launch = wl.prepare_depthwise(big, wl.pack_depthwise(weights), None, None, np.empty_like(big), window)
+    big, wide, small = nhwc(rng, 1, 7, 7, 960), nhwc(rng, 1, 1, 40, 960), nhwc(rng, 1, 4, 4, 8)
+    packed = wl.pack_depthwise(nhwc(rng, 960, 1, 3, 3))
+    launch = wl.prepare_depthwise(big, packed, None, None, np.empty_like(big), window)
+    row = wl.prepare_depthwise(wide, packed, None, None, np.empty_like(wide), window)
     tiny = wl.prepare_pool("avg", small, np.empty_like(small), window)
     assert tiny.threads == 1
-    if pool is not None:
-        assert launch.threads == pool.threads and launch.items >= 4 * pool.threads
+    if pool is not None:   # by rows (pairs of them) while they are as many as the threads, else by channels
+        assert launch.threads == pool.threads and launch.items == 4 and launch.grain == -(-4 // pool.threads)
+        assert row.threads == pool.threads and row.items == min(pool.threads, 960 // 32)
 
 
 def test_mismatched_arguments_are_named():
