@@ -69,7 +69,7 @@ def _perm(node: Node, rank: int) -> list[int]:
     return list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
 
 
-def _apply(a: np.ndarray, views: Sequence[Node], groups: list[int] | None = None) -> np.ndarray:
+def apply_views(a: np.ndarray, views: Sequence[Node], groups: list[int] | None = None) -> np.ndarray:
     """The block's movement ops on `a`, as views (its scalings are the kernel's scale). With `groups`, the
     repetition of each key/value head for a group of query heads (grouped-query attention: Unsqueeze,
     Expand, then a Reshape merging the copies into the heads) is left out, its group size appended."""
@@ -117,7 +117,7 @@ def shapes_through(views: Sequence[Node], shape: tuple[int, ...]) -> list[tuple[
     shapes = [tuple(shape)]
     for node in views:   # (applied to an array of no memory: a broadcast scalar)
         probe = np.lib.stride_tricks.as_strided(np.empty(1, np.float32), shapes[-1], [0] * len(shapes[-1]))
-        shapes.append(_apply(probe, [node]).shape)
+        shapes.append(apply_views(probe, [node]).shape)
     return shapes
 
 
@@ -136,19 +136,26 @@ def output_view(out: np.ndarray, views: Sequence[Node], shape: tuple[int, ...]) 
     return view
 
 
+def operand_sources(block: MHAMatch, slot: dict[int, int], inputs: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
+    """The arrays Q, K and V are made from (by value id), before their movement ops: block inputs, or
+    views of the Split that gives them."""
+    if block.split:
+        return _split(inputs[slot[id(block.split.inputs[0])]], block.split)
+    return {id(x): inputs[slot[id(x)]] for x in (block.q, block.k, block.v)}
+
+
 def operands(block: MHAMatch, slot: dict[int, int],
              inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
     """Q, Kᵀ and V of a block as 4-D views of its inputs (`slot`: a body input's index by value id), the
     shape of the second product's result, and how many query heads share a key/value head (ValueError: no
     views)."""
     m = block
-    sources = (_split(inputs[slot[id(m.split.inputs[0])]], m.split) if m.split else
-               {id(x): inputs[slot[id(x)]] for x in (m.q, m.k, m.v)})
+    sources = operand_sources(block, slot, inputs)
     k_groups: list[int] = []
     v_groups: list[int] = []
-    q = _as_4d(_apply(sources[id(m.q)], m.q_views))
-    kt = _as_4d(_apply(sources[id(m.k)], m.k_views, k_groups))
-    v = _as_4d(_apply(sources[id(m.v)], m.v_views, v_groups))
+    q = _as_4d(apply_views(sources[id(m.q)], m.q_views))
+    kt = _as_4d(apply_views(sources[id(m.k)], m.k_views, k_groups))
+    v = _as_4d(apply_views(sources[id(m.v)], m.v_views, v_groups))
     if k_groups != v_groups or len(k_groups) > 1:
         raise ValueError("keys and values are repeated for the query heads differently")
     group = k_groups[0] if k_groups else 1
@@ -344,5 +351,5 @@ class AttentionKernel(Kernel):
         return [out]
 
 
-__all__ = ["AttentionKernel", "AttentionLaunch", "ScoreMasks", "describe", "operands", "output_view", "prepare",
-           "shapes_through"]
+__all__ = ["AttentionKernel", "AttentionLaunch", "ScoreMasks", "apply_views", "describe", "operand_sources",
+           "operands", "output_view", "prepare", "shapes_through"]

@@ -4,10 +4,11 @@ The attention kernel (`attention`) needs head sizes that are whole vectors and o
 through strides. A call it refuses (tiny BERT's head size 8 on AVX-512, sizes such as 30) runs here before
 falling back to node by node: the block without its movement ops (S = Q·Kᵀ, the scale and masks, the
 softmax, P·V) goes through the Snippets compiler, whose ConvertMatMulToBrgemm makes both products Brgemm
-expressions of the Linear IR. The kernel computes one query row per iteration of its domain; the row of
-scores stays in the thread's scratchpad. Q, Kᵀ and V are copied to contiguous [batch, heads, rows, size]
-arrays, and the result is written through the output's movement ops. Kernels are compiled per input
-shapes (a Brgemm's own dims are static). What the kernel cannot take (grouped query heads, masks that
+expressions of the Linear IR, and FuseTransposeBrgemm makes the head split of Q and V and the head merge of
+the result layouts: the kernel reads the projections and writes the merged heads in place. The kernel
+computes one query row per iteration of its domain; the row of scores stays in the thread's scratchpad.
+Kᵀ is copied to a contiguous [batch, heads, size, keys] array (its rows would be strided). Kernels are
+compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot take (grouped query heads, masks that
 widen the batch) runs node by node (the reference kernel).
 """
 from __future__ import annotations
@@ -27,18 +28,47 @@ from ...ops.registry import OpError
 from ...passes.tokenize import make_body
 from ...passes.tokenize_mha import MHAMatch
 from ...snippets.subgraph_compiler import CompiledSnippet
-from .attention import AttentionKernel, output_view, shapes_through, describe, operands
+from .attention import AttentionKernel, apply_views, describe, operand_sources, output_view, shapes_through
 from .base import Kernel, NotApplicable, ReferenceKernel
 from .snippet_compile import compile_body, launch_parallel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
 
 
-def core_body(block: MHAMatch, masks: list, name: str) -> Graph:
-    """The block without its movement ops: inputs Q, Kᵀ, V (as the products read them) and the masks."""
-    nodes = [block.scores, *block.between, block.softmax, *block.safe, block.context]
-    inputs = [block.scores.inputs[0], block.scores.inputs[1], block.context.inputs[1], *masks]
-    return make_body(inputs, [block.context.outputs[0]], nodes, name)
+def _head_transpose(views: list[Node]) -> Node | None:
+    """The last of an operand's movement ops when it is a Transpose the kernel reads through (one that keeps
+    the innermost dim: FuseTransposeBrgemm makes it a layout)."""
+    last = views[-1] if views else None
+    if last is None or last.op != "Transpose":
+        return None
+    perm = last.attrs.get("perm")
+    rank = len(last.inputs[0].type.shape) if last.inputs[0].type is not None and last.inputs[0].type.shape else 0
+    return last if perm is not None and rank and int(perm[-1]) == rank - 1 else None
+
+
+@dataclass
+class CoreBlock:
+    """The block the kernel computes: S = Q·Kᵀ, the scale and masks, the softmax, P·V, with the head split
+    of Q and V and the head merge of the result (Transposes) kept for FuseTransposeBrgemm."""
+    body: Graph
+    q_views: list[Node]     # the movement ops applied to Q's source before the body reads it
+    v_views: list[Node]
+    out_views: list[Node]   # those applied to the body's result after it
+
+
+def core_block(block: MHAMatch, masks: list, name: str) -> CoreBlock:
+    q_split, v_split = _head_transpose(block.q_views), _head_transpose(block.v_views)
+    merge = _head_transpose(block.out_views[:1])
+    nodes = [n for n in (q_split, v_split) if n is not None]
+    nodes += [block.scores, *block.between, block.softmax, *block.safe, block.context]
+    nodes += [merge] if merge is not None else []
+    q = q_split.inputs[0] if q_split is not None else block.scores.inputs[0]
+    v = v_split.inputs[0] if v_split is not None else block.context.inputs[1]
+    result = (merge or block.context).outputs[0]
+    body = make_body([q, block.scores.inputs[1], v, *masks], [result], nodes, name)
+    return CoreBlock(body, block.q_views[:-1] if q_split else block.q_views,
+                     block.v_views[:-1] if v_split else block.v_views,
+                     block.out_views[1:] if merge else block.out_views)
 
 
 @dataclass
@@ -48,8 +78,9 @@ class _Launch:
     out_shape: tuple[int, ...]
     parallel: bool
 
-    def run(self, arrays: list[np.ndarray], scratchpad) -> np.ndarray:
-        out = np.empty(self.out_shape, np.float32)
+    def run(self, arrays: list[np.ndarray], scratchpad, out: np.ndarray | None = None) -> np.ndarray:
+        """The result, written into `out` (contiguous, of `out_shape`) or a new array."""
+        out = np.empty(self.out_shape, np.float32) if out is None else out
         c = self.compiled
         ptrs = (ctypes.c_void_p * (len(arrays) + 1))(*[a.ctypes.data for a in arrays], out.ctypes.data)
         dims = (ctypes.c_int64 * len(c.master_shape))(*c.master_shape)
@@ -70,7 +101,7 @@ class BrgemmAttention(Kernel):
         self.block = describe(body)
         self.slot = {id(v): i for i, v in enumerate(body.inputs)}
         self.masks = [v for v in (self.block.mask, self.block.mask2, self.block.keep) if v is not None]
-        self.core = core_body(self.block, self.masks, f"{body.name}_brgemm")
+        self.core = core_block(self.block, self.masks, f"{body.name}_brgemm")
         self.reference = ReferenceKernel(node)
         self.launches: dict[tuple, _Launch | None] = {}
         self._lock = threading.Lock()
@@ -86,26 +117,32 @@ class BrgemmAttention(Kernel):
 
     def _run(self, inputs: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
         """The block's result (written into `out` when given), or None when the kernel cannot serve it."""
-        m = self.block
+        m, core = self.block, self.core
         try:
-            q, kt, v, product, group = operands(m, self.slot, inputs)
+            sources = operand_sources(m, self.slot, inputs)
+            groups: list[int] = []
+            q = apply_views(sources[id(m.q)], core.q_views)
+            kt = apply_views(sources[id(m.k)], m.k_views, groups)
+            v = apply_views(sources[id(m.v)], core.v_views, groups)
         except ValueError:
             return None
-        if group != 1:
+        if groups:   # key and value heads shared by query heads
             return None
         q = q * np.float32(m.operand_scale) if m.operand_scale != 1.0 else q
         arrays = [np.ascontiguousarray(a) for a in (q, kt, v, *(inputs[self.slot[id(x)]] for x in self.masks))]
         launch = self._launch_for(arrays)
-        if launch is None or math.prod(launch.out_shape) != math.prod(product):
+        if launch is None:
             return None
-        result = launch.run(arrays, self._scratchpad).reshape(product)
         if out is None:
-            out = np.empty(shapes_through(m.out_views, product)[-1], np.float32)
+            out = np.empty(shapes_through(core.out_views, launch.out_shape)[-1], np.float32)
         try:
-            target = output_view(out, m.out_views, product)
+            target = output_view(out, core.out_views, launch.out_shape)
         except ValueError:
             return None
-        target[...] = result
+        if target.flags.c_contiguous:
+            launch.run(arrays, self._scratchpad, target)
+        else:
+            target[...] = launch.run(arrays, self._scratchpad)
         return out
 
     def _launch_for(self, arrays: list[np.ndarray]) -> _Launch | None:
@@ -117,7 +154,7 @@ class BrgemmAttention(Kernel):
         return self.launches[signature]
 
     def _compile(self, arrays: list[np.ndarray]) -> _Launch | None:
-        body = self.core.copy()
+        body = self.core.body.copy()
         for v, a in zip(body.inputs, arrays):
             v.type = TensorType(to_dtype(a.dtype), a.shape)
         for v in body.values():
@@ -149,4 +186,4 @@ def build_attention(node: Node, options: dict) -> Kernel:
     return AttentionKernel(node, fallback=BrgemmAttention(node, options))
 
 
-__all__ = ["BrgemmAttention", "build_attention", "core_body"]
+__all__ = ["BrgemmAttention", "CoreBlock", "build_attention", "core_block"]

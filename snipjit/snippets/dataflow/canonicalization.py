@@ -2,8 +2,10 @@
 
 Kernels index all ports with one loop nest over the master shape, so each input gets its shape padded
 with leading 1s (broadcast made explicit as size-1 dims); scalar bodies get rank 1. The dims a Brgemm walks
-itself (its operands' K, see `ops.own_dims`) are not the master's. Input layouts come from the runtime (today
-always planar); they are recorded in `body.meta["layouts"]` for PropagateLayout.
+itself (its operands' K, see `ops.own_dims`) are not the master's. Input layouts are planar unless the caller
+gives them or FuseTransposeBrgemm recorded one; they are padded with the ranks and kept in
+`body.meta["layouts"]` (and those of outputs in `body.meta["output_layouts"]`) for the Linear IR and
+PropagateLayout.
 """
 from __future__ import annotations
 
@@ -39,10 +41,20 @@ class Canonicalization(BodyPass):
                     v.data = v.data.reshape(v.type.shape)
                 changed = True
         planar = tuple(range(rank))
-        layouts = self.input_layouts or [planar] * len(body.inputs)
-        for layout in layouts:
+        recorded = self.input_layouts or body.meta.get("layouts") or [None] * len(body.inputs)
+        layouts = [_padded(layout, rank) for layout in recorded]
+        outputs = [_padded(layout, rank) for layout in body.meta.get("output_layouts") or [None] * len(body.outputs)]
+        for layout in layouts + outputs:
             if sorted(layout) != list(planar):
                 raise ValueError(f"body '{body.name}': layout {layout} is not a permutation of rank {rank}")
-        body.meta["layouts"] = [tuple(l) for l in layouts]
+        body.meta["layouts"], body.meta["output_layouts"] = layouts, outputs
         body.meta["master_shape"] = tuple(master)
         return changed
+
+
+def _padded(layout: tuple[int, ...] | None, rank: int) -> tuple[int, ...]:
+    """A layout of a value of lower rank (None: planar) for the value padded with leading dims."""
+    if layout is None:
+        return tuple(range(rank))
+    lead = rank - len(layout)
+    return tuple(range(lead)) + tuple(d + lead for d in layout)

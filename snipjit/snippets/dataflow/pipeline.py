@@ -6,6 +6,7 @@ from .canonicalization import Canonicalization
 from .decompose_reductions import DecomposeReductions
 from .convert_constants_to_scalars import ConvertConstantsToScalars
 from .convert_matmul_to_brgemm import ConvertMatMulToBrgemm
+from .fuse_transpose_brgemm import FuseTransposeBrgemm
 from .convert_div_to_mul import ConvertDivToMul
 from .convert_power_to_powerstatic import ConvertPowerToPowerStatic
 from .eliminate_identity_arithmetic import EliminateIdentityArithmetic
@@ -14,9 +15,9 @@ from ..pass_manager import PassPipeline, PositionedPass
 
 def data_flow_pipeline(extra: list[PositionedPass] = ()) -> PassPipeline:
     # reductions first: their axis attributes refer to the ranks before canonicalization pads them
-    pipeline = PassPipeline([ConvertMatMulToBrgemm(), DecomposeReductions(), Canonicalization(),
-                             ConvertConstantsToScalars(), ConvertPowerToPowerStatic(), ConvertDivToMul(),
-                             EliminateIdentityArithmetic()])
+    pipeline = PassPipeline([ConvertMatMulToBrgemm(), FuseTransposeBrgemm(), DecomposeReductions(),
+                             Canonicalization(), ConvertConstantsToScalars(), ConvertPowerToPowerStatic(),
+                             ConvertDivToMul(), EliminateIdentityArithmetic()])
     for p in extra:
         pipeline.insert(p)
     return pipeline

@@ -65,6 +65,8 @@ class LinearIR:
             for v in node.outputs:
                 made[id(v)] = lir._add_output(e, v.type.shape)
         for i, v in enumerate(body.outputs):
+            if i < len(body.meta.get("output_layouts", ())):   # the producer writes it in that layout
+                made[id(v)].descriptor.layout = tuple(body.meta["output_layouts"][i])
             e = Expression("Result", {"index": i, "name": v.name, **_own(v, own)}, dtype=v.type.dtype.name)
             lir._connect(made[id(v)], e, 0, v.type.shape)
             lir._append(e)

@@ -4,7 +4,8 @@ The control-flow passes place a Brgemm outside the vector loops, between loop ne
 Buffers for what it reads from them and writes for them (InsertBuffers), and name its memory
 (InsertLoadStore, AllocateBuffers): `memory` = [A, B, C], each ("param" | "result", index) or
 ("scratch", group, row). A and C are one row at the iteration's data pointers (contiguous along K and
-N), B is [K, N] with rows `ldb` elements apart (its own dims are not indexed by the kernel's domain).
+N, in any layout of the other dims), B is [K, N] with rows `ldb` elements apart (its own dims are not
+indexed by the kernel's domain).
 The product is the GEMM generator's K loop (`gemm._k_loop`) on panels of `vectors` vectors, one row
 high; columns past the last whole panel go a vector at a time with masked loads and stores.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ...snippets.lowered.linear_ir import LinearIRError
 from ...snippets.lowered.memory import stride
 from ...snippets.target_machine import Emitter
 from . import jit
@@ -27,6 +29,9 @@ class BrgemmEmitter(Emitter):
         b, lir = ctx.builder, ctx.lir
         rank = len(lir.master_shape)
         a_shape, b_shape, c_shape = expr.in_descs[0].shape, expr.in_descs[1].shape, expr.out_descs[0].shape
+        if any(d.layout[-1] != rank - 1 for d in (expr.in_descs[0], expr.in_descs[1], expr.out_descs[0])):
+            raise LinearIRError(f"{expr.name}: its rows must be contiguous (layouts {expr.in_descs[0].layout}, "
+                                f"{expr.in_descs[1].layout} -> {expr.out_descs[0].layout})")
         k, n = self._size(ctx, a_shape[-1]), self._size(ctx, c_shape[-1])
         ldb = ctx.sym(stride(lir, b_shape, expr.in_descs[1].layout, rank - 2))
         a_ptr, b_ptr, c_ptr = (self._pointer(ctx, expr, key) for key in expr.attrs["memory"])

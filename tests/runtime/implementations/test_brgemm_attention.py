@@ -49,6 +49,8 @@ def test_the_kernel_holds_brgemms_in_its_linear_ir(level):
     model = snipjit.compile(parse_graph(attention_block("batch", "seq", heads=2, size=18, scale=0.25)))
     step = block_step(model)
     model.run(feeds(np.random.default_rng(1), 1, 9, 36))
+    core = step.kernel.fallback.core   # the head split of Q and V and the merge: layouts of the kernel
+    assert [n.op for n in core.body.nodes].count("Transpose") == 3 and [n.op for n in core.out_views] == ["Reshape"]
     (launch,) = step.kernel.fallback.launches.values()
     expressions = [line.split()[0] for line in launch.compiled.linear_ir.splitlines()[1:]]
     assert sum(e.startswith("Brgemm#") for e in expressions) == 2 and any(e.startswith("Buffer#") for e in expressions)

@@ -83,3 +83,17 @@ def test_products_around_an_output_of_the_nests(level):
     got, want = run_kernel(text, seed=2)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-5)
+
+
+def test_head_transposes_become_layouts(level):
+    """Q and V read, and the output written, in the projections' [batch, rows, heads, size] memory."""
+    text = """graph(q: f32[2,9,3,16], kt: f32[2,3,16,9], v: f32[2,9,3,24]) -> [o] {
+     [qh] = Transpose(q) {perm = [0, 2, 1, 3]}
+     [vh] = Transpose(v) {perm = [0, 2, 1, 3]}
+     [s] = MatMul(qh, kt)
+     [p] = Softmax(s) {axis = -1}
+     [oh] = MatMul(p, vh)
+     [o] = Transpose(oh) {perm = [0, 2, 1, 3]} }"""
+    got, want = run_kernel(text, seed=3)
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=2e-6)
+    assert "Transpose" not in compile_subgraph(parse_graph(text), LLVMTarget(), name="t").linear_ir
