@@ -40,6 +40,20 @@ class CompiledSnippet:
                                [tuple(s) for s in meta["output_shapes"]], meta["linear_ir"], meta["scratch_rows"])
 
 
+BLOCK_ELEMENTS = 1 << 16   # the most elements of a block of rows a Brgemm writes to the scratchpad
+
+
+def brgemm_rows(body: Graph) -> bool:
+    """Whether a body with Brgemms runs a block of rows per iteration of its parallel domain: all the rows
+    of its second-innermost dim, when they and the innermost are static and their block is small enough to
+    stay in cache (else a row per iteration)."""
+    master = body.meta.get("master_shape", ())
+    if len(master) < 2 or not any(n.op == "Brgemm" for n in body.nodes):
+        return False
+    rows, columns = master[-2], master[-1]
+    return isinstance(rows, int) and isinstance(columns, int) and rows * columns <= BLOCK_ELEMENTS
+
+
 def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", loop_depth: int = 1,
                      data_flow_passes: list[PositionedPass] = (), control_flow_passes: list[PositionedPass] = (),
                      observer: Observer | None = None, checked: bool = False) -> CompiledSnippet:
@@ -47,7 +61,9 @@ def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", l
         return (lambda pass_name, ir: observer(stage, pass_name, ir)) if observer else None
 
     optimized = optimize_body(body, data_flow_passes, watch("dataflow"))
-    if any(n.op == "ReduceLast" for n in optimized.nodes):
+    if brgemm_rows(optimized):
+        loop_depth = 2   # a row loop around the nests, the Brgemms over the block of rows
+    elif any(n.op == "ReduceLast" for n in optimized.nodes):
         loop_depth = 1   # reductions accumulate along the innermost loop, with statistics between nests
     lir = LinearIR.from_body(optimized, target.vector_lanes)
     control_flow_pipeline(loop_depth, control_flow_passes).run_all(lir, watch("control_flow"))

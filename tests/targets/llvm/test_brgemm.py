@@ -1,7 +1,8 @@
 """The LLVM Brgemm emitter in whole Snippets kernels, against the reference interpreter, at every ISA
 level: attention-shaped bodies (a product, elementwise ops and a softmax on its rows, a second product
 written straight to the output) and lone products, with sizes around the vector width and the panel
-width (column tails), K not a multiple of the unroll, one row, and batch dims that broadcast. Output
+width (column tails), K not a multiple of the unroll, row counts around the register block, and batch
+dims that broadcast; each with the Brgemms over a block of rows and over one row per iteration. Output
 buffers are followed by guard elements that must stay untouched; the scratchpad too."""
 from __future__ import annotations
 
@@ -12,11 +13,21 @@ import pytest
 
 from snipjit import parse_graph
 from snipjit.ops.interpreter import run_graph_reference
+from snipjit.snippets import subgraph_compiler
 from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.targets.llvm.target import LLVMTarget
 
 GUARD = 64
 SENTINEL = np.float32(-12345.5)
+
+
+@pytest.fixture(params=["block of rows", "one row"], autouse=True)
+def rows_per_iteration(request, monkeypatch):
+    """Every test twice: the Brgemms over all rows of the loop nests' row loop, and one row per iteration
+    of the kernel's domain (what blocks too large for the cache get)."""
+    if request.param == "one row":
+        monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 0)
+    return request.param
 
 
 def run_kernel(text: str, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -58,7 +69,7 @@ def attention(batch: str, m: int, n: int, d: int, dv: int, kt_batch: str | None 
 
 
 @pytest.mark.parametrize("m, n, d, dv", [(5, 37, 16, 24), (1, 1, 1, 1), (3, 1, 8, 8), (3, 16, 64, 64), (2, 64, 3, 17),
-                                         (4, 129, 80, 32), (7, 200, 7, 128)])
+                                         (4, 129, 80, 32), (7, 200, 7, 128), (13, 50, 64, 64)])
 def test_attention_bodies_match_the_reference(level, m, n, d, dv):
     got, want = run_kernel(attention("2,3,", m, n, d, dv))
     np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=2e-6)
@@ -97,3 +108,11 @@ def test_head_transposes_become_layouts(level):
     got, want = run_kernel(text, seed=3)
     np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=2e-6)
     assert "Transpose" not in compile_subgraph(parse_graph(text), LLVMTarget(), name="t").linear_ir
+
+
+def test_the_row_loop_holds_the_nests_and_the_buffers_hold_every_row(rows_per_iteration):
+    compiled = compile_subgraph(parse_graph(attention("2,", 5, 37, 16, 24)), LLVMTarget(), name="t")
+    if rows_per_iteration == "one row":
+        assert compiled.parallel_rank == 2 and compiled.scratch_rows <= 3   # [batch, rows] in the domain
+    else:   # the scores' and the probabilities' blocks (5 rows each), one row between nests
+        assert compiled.parallel_rank == 1 and compiled.scratch_rows == 5 + 5 + 1

@@ -39,7 +39,8 @@ class DefineBufferClusters(LinearIRPass):
                 last_read = max(other["load"])
                 loops_a = lir.expressions[last_read].loop_ids
                 first_write = min(use["store"])
-                if loops_a and lir.expressions[first_write].loop_ids == loops_a and \
+                same_size = buffers[a].out_descs[0].shape == buffers[b].out_descs[0].shape
+                if same_size and loops_a and lir.expressions[first_write].loop_ids == loops_a and \
                         first_write > last_read and max(other["store"], default=-1) < last_read and \
                         not any(cluster[x] == a for x in cluster if x != a):
                     cluster[b] = a
