@@ -1,8 +1,8 @@
 """Snippets-specific ops that appear in body graphs after the data-flow optimizer (domain "snippets").
 
 `Scalar` holds a single constant value inside the kernel; `PowerStatic` is `Pow` with a compile-time
-exponent; `Brgemm` is a matrix product of blocks the kernel reads from memory (ConvertMatMulToBrgemm). All
-are registered with inference and a reference kernel, so an optimized body still runs on
+exponent; `Brgemm` is a matrix product of blocks the kernel reads from memory (ConvertMatMulToBrgemm), and
+`BrgemmCopyB` packs a B stored column by column (FuseTransposeBrgemm). All are registered with inference and a reference kernel, so an optimized body still runs on
 the reference interpreter — that is how the data-flow passes are tested for keeping semantics.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ..ops.common import same_as_input
 from ..ops.registry import REQUIRED, Category, OpContext, get_op, register
 
 DOMAIN = "snippets"
+BLOCK_OPS = ("Brgemm", "BrgemmCopyB")   # operations on whole blocks in memory, outside the vector loops
 
 
 def _infer_scalar(ctx: OpContext) -> list[TensorType]:
@@ -72,9 +73,15 @@ def brgemm(ctx: OpContext, a, b):
     return np.matmul(a, b).astype(a.dtype, copy=False)
 
 
+@register("BrgemmCopyB", Category.MOVEMENT, infer=same_as_input(0), inputs=1, domain=DOMAIN)
+def brgemm_copy_b(ctx: OpContext, b):
+    """B of a Brgemm copied with its rows contiguous (the kernel packs a B stored column by column)."""
+    return np.array(b, copy=True)
+
+
 def own_dims(body) -> dict[int, tuple[int, ...]]:
-    """The dims of each body input and output (by value id) that the kernel's loop domain does not index
-    because a Brgemm walks them itself: an A operand's K (its last axis), a B operand's K (second last),
+    """The dims of each body input and output (and packed B) by value id that the kernel's loop domain does
+    not index because a Brgemm walks them itself: an A operand's K (its last axis), a B operand's K (second last),
     and the columns of a product written straight to a body output (its last axis, and its B's).
     Dims are counted from the end (-1, -2)."""
     found: dict[int, set[int]] = {}
@@ -89,7 +96,11 @@ def own_dims(body) -> dict[int, tuple[int, ...]]:
         found.setdefault(id(b), set()).update((-2, -1) if row_output else (-2,))
         if row_output:
             found.setdefault(id(c), set()).add(-1)
+    for node in body.nodes:   # a packed B: its source is walked as the B it becomes
+        if node.op == "BrgemmCopyB" and node.domain == DOMAIN and id(node.outputs[0]) in found:
+            found.setdefault(id(node.inputs[0]), set()).update(found[id(node.outputs[0])])
     edges = {id(v) for v in list(body.inputs) + list(body.outputs)}
+    edges |= {id(n.outputs[0]) for n in body.nodes if n.op == "BrgemmCopyB" and n.domain == DOMAIN}
     return {k: tuple(sorted(v)) for k, v in found.items() if k in edges}
 
 

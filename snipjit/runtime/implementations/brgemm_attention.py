@@ -6,9 +6,10 @@ falling back to node by node: the block without its movement ops (S = Q·Kᵀ, t
 softmax, P·V) goes through the Snippets compiler, whose ConvertMatMulToBrgemm makes both products Brgemm
 expressions of the Linear IR, and FuseTransposeBrgemm makes the head split of Q and V and the head merge of
 the result layouts: the kernel reads the projections and writes the merged heads in place. The kernel
-computes one query row per iteration of its domain; the row of scores stays in the thread's scratchpad.
-Kᵀ is copied to a contiguous [batch, heads, size, keys] array (its rows would be strided). Kernels are
-compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot take (grouped query heads, masks that
+computes all query rows of a head per iteration of its domain, their scores in the thread's scratchpad,
+reading Kᵀ from K's rows through a BrgemmCopyB that packs it once per head; when a head's scores would not
+stay in cache, it computes a row per iteration, and Kᵀ is copied here instead (packing it per row would
+cost as much as the product). Kernels are compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot take (grouped query heads, masks that
 widen the batch) runs node by node (the reference kernel).
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ...ops.infer_shapes import infer_shapes
 from ...ops.registry import OpError
 from ...passes.tokenize import make_body
 from ...passes.tokenize_mha import MHAMatch
+from ...snippets import subgraph_compiler
 from ...snippets.subgraph_compiler import CompiledSnippet
 from .attention import AttentionKernel, apply_views, describe, operand_sources, output_view, shapes_through
 from .base import Kernel, NotApplicable, ReferenceKernel
@@ -46,27 +48,42 @@ def _head_transpose(views: list[Node]) -> Node | None:
     return last if perm is not None and rank and int(perm[-1]) == rank - 1 else None
 
 
+def _key_transpose(views: list[Node]) -> Node | None:
+    """The last of K's movement ops when it is a Transpose making Kᵀ of K's rows (K's head size innermost in
+    memory): FuseTransposeBrgemm makes it a layout and a BrgemmCopyB packs Kᵀ once per block."""
+    last = views[-1] if views else None
+    if last is None or last.op != "Transpose" or last.inputs[0].type is None or not last.inputs[0].type.shape:
+        return None
+    perm, rank = last.attrs.get("perm"), len(last.inputs[0].type.shape)
+    return last if perm is not None and rank >= 2 and int(perm[-2]) == rank - 1 else None
+
+
 @dataclass
 class CoreBlock:
     """The block the kernel computes: S = Q·Kᵀ, the scale and masks, the softmax, P·V, with the head split
     of Q and V and the head merge of the result (Transposes) kept for FuseTransposeBrgemm."""
     body: Graph
     q_views: list[Node]     # the movement ops applied to Q's source before the body reads it
+    k_views: list[Node]
     v_views: list[Node]
     out_views: list[Node]   # those applied to the body's result after it
 
 
-def core_block(block: MHAMatch, masks: list, name: str) -> CoreBlock:
+def core_block(block: MHAMatch, masks: list, name: str, pack_keys: bool) -> CoreBlock:
+    """The block for the kernel; with `pack_keys`, Kᵀ of K's rows is read in place (packed by the kernel)."""
     q_split, v_split = _head_transpose(block.q_views), _head_transpose(block.v_views)
+    k_split = _key_transpose(block.k_views) if pack_keys else None
     merge = _head_transpose(block.out_views[:1])
-    nodes = [n for n in (q_split, v_split) if n is not None]
+    nodes = [n for n in (q_split, k_split, v_split) if n is not None]
     nodes += [block.scores, *block.between, block.softmax, *block.safe, block.context]
     nodes += [merge] if merge is not None else []
     q = q_split.inputs[0] if q_split is not None else block.scores.inputs[0]
+    k = k_split.inputs[0] if k_split is not None else block.scores.inputs[1]
     v = v_split.inputs[0] if v_split is not None else block.context.inputs[1]
     result = (merge or block.context).outputs[0]
-    body = make_body([q, block.scores.inputs[1], v, *masks], [result], nodes, name)
+    body = make_body([q, k, v, *masks], [result], nodes, name)
     return CoreBlock(body, block.q_views[:-1] if q_split else block.q_views,
+                     block.k_views[:-1] if k_split else block.k_views,
                      block.v_views[:-1] if v_split else block.v_views,
                      block.out_views[1:] if merge else block.out_views)
 
@@ -101,7 +118,8 @@ class BrgemmAttention(Kernel):
         self.block = describe(body)
         self.slot = {id(v): i for i, v in enumerate(body.inputs)}
         self.masks = [v for v in (self.block.mask, self.block.mask2, self.block.keep) if v is not None]
-        self.core = core_block(self.block, self.masks, f"{body.name}_brgemm")
+        # Kᵀ packed by the kernel when it computes a block of rows (once per block), else copied here
+        self.cores = {pack: core_block(self.block, self.masks, f"{body.name}_brgemm", pack) for pack in (True, False)}
         self.reference = ReferenceKernel(node)
         self.launches: dict[tuple, _Launch | None] = {}
         self._lock = threading.Lock()
@@ -117,20 +135,23 @@ class BrgemmAttention(Kernel):
 
     def _run(self, inputs: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
         """The block's result (written into `out` when given), or None when the kernel cannot serve it."""
-        m, core = self.block, self.core
+        m = self.block
         try:
             sources = operand_sources(m, self.slot, inputs)
             groups: list[int] = []
+            rows = apply_views(sources[id(m.q)], m.q_views).shape[-2]
+            keys = apply_views(sources[id(m.k)], m.k_views, groups).shape[-1]
+            core = self.cores[rows * keys <= subgraph_compiler.BLOCK_ELEMENTS]
             q = apply_views(sources[id(m.q)], core.q_views)
-            kt = apply_views(sources[id(m.k)], m.k_views, groups)
-            v = apply_views(sources[id(m.v)], core.v_views, groups)
+            kt = apply_views(sources[id(m.k)], core.k_views)
+            v = apply_views(sources[id(m.v)], core.v_views)
         except ValueError:
             return None
         if groups:   # key and value heads shared by query heads
             return None
         q = q * np.float32(m.operand_scale) if m.operand_scale != 1.0 else q
         arrays = [np.ascontiguousarray(a) for a in (q, kt, v, *(inputs[self.slot[id(x)]] for x in self.masks))]
-        launch = self._launch_for(arrays)
+        launch = self._launch_for(core, arrays)
         if launch is None:
             return None
         if out is None:
@@ -145,16 +166,16 @@ class BrgemmAttention(Kernel):
             target[...] = launch.run(arrays, self._scratchpad)
         return out
 
-    def _launch_for(self, arrays: list[np.ndarray]) -> _Launch | None:
-        signature = tuple((a.shape, a.dtype.str) for a in arrays)
+    def _launch_for(self, core: CoreBlock, arrays: list[np.ndarray]) -> _Launch | None:
+        signature = (id(core), *((a.shape, a.dtype.str) for a in arrays))
         if signature not in self.launches:
             with self._lock:
                 if signature not in self.launches:
-                    self.launches[signature] = self._compile(arrays)
+                    self.launches[signature] = self._compile(core, arrays)
         return self.launches[signature]
 
-    def _compile(self, arrays: list[np.ndarray]) -> _Launch | None:
-        body = self.core.body.copy()
+    def _compile(self, core: CoreBlock, arrays: list[np.ndarray]) -> _Launch | None:
+        body = core.body.copy()
         for v, a in zip(body.inputs, arrays):
             v.type = TensorType(to_dtype(a.dtype), a.shape)
         for v in body.values():
@@ -166,8 +187,7 @@ class BrgemmAttention(Kernel):
         except (OpError, ValueError, NotApplicable):
             return None
         out_shape = tuple(body.outputs[0].type.shape)
-        q, kt = arrays[0], arrays[1]
-        work = math.prod(out_shape[:-1]) * kt.shape[-1] * (q.shape[-1] + out_shape[-1])
+        work = math.prod(compiled.master_shape) * (arrays[0].shape[-1] + out_shape[-1])
         return _Launch(compiled, out_shape, work >= PARALLEL_MIN_MULTIPLY_ADDS)
 
     def _scratchpad(self, nbytes: int) -> int | None:

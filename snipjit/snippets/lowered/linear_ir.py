@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 from ...ir.graph import Graph
 from ...ir.shape import broadcast_shapes
 from ...ops import get_op
-from ..ops import domain_shape, own_dims
+from ..ops import BLOCK_OPS, domain_shape, own_dims
 from ..symbolic import Sym
 from .expression import Expression
 from .loop_info import LoopManager
@@ -216,11 +216,11 @@ class LinearIR:
 
 
 def _check_own_dims(v, own: tuple[int, ...], readers: set[str]) -> None:
-    """A body input or output a Brgemm walks: its own dims are static, and only Brgemms read it."""
+    """A body input or output a Brgemm walks: its own dims are static, and only block operations read it."""
     if own and any(not isinstance(v.type.shape[d], int) for d in own):
         raise LinearIRError(f"'{v.name}' of {v.type}: the dims a Brgemm walks must be static")
-    if own and readers - {"Brgemm"}:
-        raise LinearIRError(f"'{v.name}' is read by a Brgemm and by {sorted(readers - {'Brgemm'})}")
+    if own and readers - set(BLOCK_OPS):
+        raise LinearIRError(f"'{v.name}' is read by a Brgemm and by {sorted(readers - set(BLOCK_OPS))}")
 
 
 def _own(v, own: dict) -> dict:

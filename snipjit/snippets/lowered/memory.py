@@ -1,13 +1,13 @@
 """Helpers the control-flow passes share: which buffer a memory port touches, and its strides."""
 from __future__ import annotations
 
+from ..ops import BLOCK_OPS  # noqa: F401  (the passes take it from here)
 from ..symbolic import Sym
 from .expression import Expression, ExpressionPort, Reg
 from .linear_ir import LinearIR
 
 MEMORY_OPS = ("Parameter", "Result", "Buffer")
 LOOP_FREE_OPS = ("Parameter", "Result", "Scalar", "LoopBegin", "LoopEnd")
-BLOCK_OPS = ("Brgemm",)   # operations on whole blocks in memory, outside the vector loops
 
 
 def memory_of(port: ExpressionPort) -> Expression | None:

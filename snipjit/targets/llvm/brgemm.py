@@ -133,3 +133,26 @@ class BrgemmEmitter(Emitter):
         offset = ctx.builder.mul(ctx.dims[-1], _c(4 * key[2]))
         return ctx.builder.gep(ctx.scratch, [offset], source_etype=ir.IntType(8))
 
+
+class BrgemmCopyBEmitter(Emitter):
+    """B of a Brgemm stored column by column (K contiguous: Kᵀ read from K's rows) copied to its rows in the
+    scratchpad ([K, N], rows N apart), once per iteration of the kernel's domain."""
+
+    def emit(self, ctx: KernelContext, expr) -> None:
+        b, lir = ctx.builder, ctx.lir
+        rank = len(lir.master_shape)
+        src, dst = (BrgemmEmitter._pointer(ctx, expr, key) for key in expr.attrs["memory"])
+        desc = expr.in_descs[0]
+        k = BrgemmEmitter._size(ctx, desc.shape[-2], rank - 2)
+        n = BrgemmEmitter._size(ctx, desc.shape[-1], rank - 1)
+        along_k = ctx.sym(stride(lir, desc.shape, desc.layout, rank - 2))
+        along_n = ctx.sym(stride(lir, desc.shape, desc.layout, rank - 1))
+        columns = CountedLoop(b, f"copyb{expr.uid}.n", _c(0), n, 1)
+        columns.enter()
+        rows = CountedLoop(b, f"copyb{expr.uid}.k", _c(0), k, 1)
+        rows.enter()
+        at = b.add(b.mul(columns.index, along_n), b.mul(rows.index, along_k))
+        value = b.load(b.gep(src, [at], source_etype=F32), typ=F32)
+        b.store(value, b.gep(dst, [b.add(b.mul(rows.index, n), columns.index)], source_etype=F32))
+        rows.leave()
+        columns.leave()

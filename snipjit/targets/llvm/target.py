@@ -7,7 +7,7 @@ from .objects import compile_to_object, load_object
 from .emitters import (COMPUTE, AccumulateEmitter, BroadcastMoveEmitter, ComputeEmitter, EqualEmitter,
                        FillEmitter, HorizonEmitter, LoadEmitter, NopEmitter, ReloadEmitter, ScalarEmitter, SpillEmitter,
                        StoreEmitter)
-from .brgemm import BrgemmEmitter
+from .brgemm import BrgemmCopyBEmitter, BrgemmEmitter
 from .kernel_emitter import LLVMKernelEmitter
 from .loop_emitters import LoopBeginEmitter, LoopEndEmitter
 
@@ -17,7 +17,7 @@ _CONTROL: dict[str, Emitter] = {
     "BroadcastMove": BroadcastMoveEmitter(), "LoopBegin": LoopBeginEmitter(), "LoopEnd": LoopEndEmitter(),
     "Spill": SpillEmitter(), "Reload": ReloadEmitter(), "Buffer": NopEmitter(),
     "Fill": FillEmitter(), "Accumulate": AccumulateEmitter(), "Horizon": HorizonEmitter(),
-    "Brgemm": BrgemmEmitter(),
+    "Brgemm": BrgemmEmitter(), "BrgemmCopyB": BrgemmCopyBEmitter(),
 }
 _COMPUTE: dict[str, Emitter] = {**{op: ComputeEmitter(fn) for op, fn in COMPUTE.items()}, "Equal": EqualEmitter()}
 

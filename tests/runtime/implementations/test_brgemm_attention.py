@@ -7,6 +7,7 @@ import pytest
 import snipjit
 from snipjit import parse_graph
 from snipjit.runtime.implementations import attention, gemm_launch
+from snipjit.snippets import subgraph_compiler
 from snipjit.runtime.implementations.brgemm_attention import BrgemmAttention
 from sample_graphs import attention_block
 
@@ -33,8 +34,15 @@ def on_the_brgemm_kernel(step, monkeypatch):
     return step.kernel.fallback
 
 
+@pytest.fixture(params=["block of rows", "one row"])
+def rows_per_iteration(request, monkeypatch):
+    """A head's rows per iteration of the kernel (its scores in the scratchpad), or one row (longer blocks)."""
+    if request.param == "one row":
+        monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 0)
+
+
 @pytest.mark.parametrize("size", [18, 30])   # not whole vectors at any level
-def test_head_sizes_the_attention_kernel_refuses_fall_back_to_brgemms(level, monkeypatch, size):
+def test_head_sizes_the_attention_kernel_refuses_fall_back_to_brgemms(level, monkeypatch, rows_per_iteration, size):
     text = attention_block("batch", "seq", heads=2, size=size, scale=size ** -0.5)
     fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
     kernel = on_the_brgemm_kernel(block_step(fused), monkeypatch)
@@ -49,11 +57,12 @@ def test_the_kernel_holds_brgemms_in_its_linear_ir(level):
     model = snipjit.compile(parse_graph(attention_block("batch", "seq", heads=2, size=18, scale=0.25)))
     step = block_step(model)
     model.run(feeds(np.random.default_rng(1), 1, 9, 36))
-    core = step.kernel.fallback.core   # the head split of Q and V and the merge: layouts of the kernel
-    assert [n.op for n in core.body.nodes].count("Transpose") == 3 and [n.op for n in core.out_views] == ["Reshape"]
+    core = step.kernel.fallback.cores[True]   # the head split of Q, K, V and the merge: layouts of the kernel
+    assert [n.op for n in core.body.nodes].count("Transpose") == 4 and [n.op for n in core.out_views] == ["Reshape"]
     (launch,) = step.kernel.fallback.launches.values()
     expressions = [line.split()[0] for line in launch.compiled.linear_ir.splitlines()[1:]]
     assert sum(e.startswith("Brgemm#") for e in expressions) == 2 and any(e.startswith("Buffer#") for e in expressions)
+    assert sum(e.startswith("BrgemmCopyB#") for e in expressions) == 1   # Kᵀ packed from K's rows
 
 
 def test_grouped_query_heads_run_node_by_node():

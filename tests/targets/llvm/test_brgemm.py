@@ -116,3 +116,18 @@ def test_the_row_loop_holds_the_nests_and_the_buffers_hold_every_row(rows_per_it
         assert compiled.parallel_rank == 2 and compiled.scratch_rows <= 3   # [batch, rows] in the domain
     else:   # the scores' and the probabilities' blocks (5 rows each), one row between nests
         assert compiled.parallel_rank == 1 and compiled.scratch_rows == 5 + 5 + 1
+
+
+def test_keys_read_in_their_rows_are_packed(level):
+    """Kᵀ given as K's rows [batch, keys, heads, size]: a BrgemmCopyB packs it for the first product."""
+    text = """graph(q: f32[2,9,3,16], k: f32[2,9,3,16], v: f32[2,9,3,24]) -> [o] {
+     [qh] = Transpose(q) {perm = [0, 2, 1, 3]}
+     [kt] = Transpose(k) {perm = [0, 2, 3, 1]}
+     [vh] = Transpose(v) {perm = [0, 2, 1, 3]}
+     [s] = MatMul(qh, kt)
+     [p] = Softmax(s) {axis = -1}
+     [oh] = MatMul(p, vh)
+     [o] = Transpose(oh) {perm = [0, 2, 1, 3]} }"""
+    got, want = run_kernel(text, seed=4)
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=2e-6)
+    assert "BrgemmCopyB#" in compile_subgraph(parse_graph(text), LLVMTarget(), name="t").linear_ir

@@ -66,9 +66,14 @@ class InsertBuffers(LinearIRPass):
                 count += 1
             readers = [c for c in e.consumers(0) if c.expr.op not in MEMORY_OPS]
             if readers:
-                if e.out_descs[0].shape[-1] != lir.master_shape[-1]:
+                shape = e.out_descs[0].shape
+                if shape[-1] != lir.master_shape[-1]:
                     raise LinearIRError(f"{e.name}: its result is read by the loop nests, not a row of them")
+                if all(c.expr.op in BLOCK_OPS for c in readers):   # a block for blocks (a packed B): its rows
+                    shape = (1,) * (len(shape) - 2) + tuple(shape[-2:])
+                else:
+                    shape = block
                 lir.insert_node("Buffer", [e.output_port(0)], lir.index(e) + 1, {"index": count}, loop_ids=(),
-                                out_shape=block, dtype=e.dtype, consumers=readers)
+                                out_shape=shape, dtype=e.dtype, consumers=readers)
                 count += 1
         return count
