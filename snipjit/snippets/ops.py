@@ -2,8 +2,9 @@
 
 `Scalar` holds a single constant value inside the kernel; `PowerStatic` is `Pow` with a compile-time
 exponent; `Brgemm` is a matrix product of blocks the kernel reads from memory (ConvertMatMulToBrgemm), and
-`BrgemmCopyB` packs a B stored column by column (FuseTransposeBrgemm). All are registered with inference and a reference kernel, so an optimized body still runs on
-the reference interpreter — that is how the data-flow passes are tested for keeping semantics.
+`BrgemmCopyB` packs a B stored column by column (FuseTransposeBrgemm). All are registered with inference
+and a reference kernel, so an optimized body still runs on the reference interpreter — that is how the
+data-flow passes are tested for keeping semantics.
 """
 from __future__ import annotations
 

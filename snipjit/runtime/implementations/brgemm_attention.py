@@ -9,8 +9,9 @@ the result layouts: the kernel reads the projections and writes the merged heads
 computes all query rows of a head per iteration of its domain, their scores in the thread's scratchpad,
 reading Kᵀ from K's rows through a BrgemmCopyB that packs it once per head; when a head's scores would not
 stay in cache, it computes a row per iteration, and Kᵀ is copied here instead (packing it per row would
-cost as much as the product). Kernels are compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot take (grouped query heads, masks that
-widen the batch) runs node by node (the reference kernel).
+cost as much as the product). Kernels are compiled per input shapes (a Brgemm's own dims are static).
+What the kernel cannot take (grouped query heads, masks that widen the batch) runs node by node (the
+reference kernel).
 """
 from __future__ import annotations
 
