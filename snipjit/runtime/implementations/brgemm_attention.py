@@ -25,15 +25,13 @@ import numpy as np
 
 from ...ir.graph import Graph, Node, TensorType
 from ...ir.dtypes import dtype as to_dtype
-from ...ops.infer_shapes import infer_shapes
-from ...ops.registry import OpError
 from ...passes.tokenize import make_body
 from ...passes.tokenize_mha import MHAMatch
 from ...snippets import subgraph_compiler
 from ...snippets.subgraph_compiler import CompiledSnippet
 from .attention import AttentionKernel, apply_views, describe, operand_sources, output_view, shapes_through
-from .base import Kernel, NotApplicable, ReferenceKernel
-from .snippet_compile import compile_body, launch_parallel
+from .base import Kernel, ReferenceKernel
+from .snippet_compile import ThreadScratchpads, compile_retyped, launch_parallel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
 
@@ -124,7 +122,7 @@ class BrgemmAttention(Kernel):
         self.reference = ReferenceKernel(node)
         self.launches: dict[tuple, _Launch | None] = {}
         self._lock = threading.Lock()
-        self._scratch = threading.local()
+        self._scratchpad = ThreadScratchpads()
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         out = self._run(inputs, None)
@@ -176,29 +174,13 @@ class BrgemmAttention(Kernel):
         return self.launches[signature]
 
     def _compile(self, core: CoreBlock, arrays: list[np.ndarray]) -> _Launch | None:
-        body = core.body.copy()
-        for v, a in zip(body.inputs, arrays):
-            v.type = TensorType(to_dtype(a.dtype), a.shape)
-        for v in body.values():
-            if v.producer is not None:
-                v.type = None
-        try:
-            infer_shapes(body)
-            compiled = compile_body(body, self.options)
-        except (OpError, ValueError, NotApplicable):
+        made = compile_retyped(core.body, [TensorType(to_dtype(a.dtype), a.shape) for a in arrays], self.options)
+        if made is None:
             return None
+        compiled, body = made
         out_shape = tuple(body.outputs[0].type.shape)
         work = math.prod(compiled.master_shape) * (arrays[0].shape[-1] + out_shape[-1])
         return _Launch(compiled, out_shape, work >= PARALLEL_MIN_MULTIPLY_ADDS)
-
-    def _scratchpad(self, nbytes: int) -> int | None:
-        """The calling thread's scratchpad address, grown to `nbytes` when needed."""
-        if not nbytes:
-            return None
-        pad = getattr(self._scratch, "pad", None)
-        if pad is None or pad.nbytes < nbytes:
-            pad = self._scratch.pad = np.empty(nbytes + 64, np.uint8)
-        return pad.ctypes.data
 
 
 def build_attention(node: Node, options: dict) -> Kernel:

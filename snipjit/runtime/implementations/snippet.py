@@ -22,8 +22,8 @@ from ..errors import KernelBoundsError
 from ..parallel.native_threads import get_native_pool, scratchpads
 from ..parallel.python_threads import get_pool
 from .brgemm_attention import build_attention
-from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, build_reference
-from .snippet_compile import compile_body, launch_parallel
+from .base import Implementation, Kernel, PreparedLaunch, build_reference
+from .snippet_compile import ThreadScratchpads, compile_body, compile_retyped, launch_parallel
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
 
@@ -42,7 +42,7 @@ class SnippetKernel(Kernel):
         self.out_broadcast = [[d == 1 for d in shape] for shape in compiled.output_shapes]
         self.fn = compiled.kernel.fn
         self.calls = 0
-        self._scratch = threading.local()   # each thread that runs a chunk has its own scratchpad
+        self._scratchpad = ThreadScratchpads()   # each thread that runs a chunk has its own
 
     def master_shape(self, arrays: Sequence) -> tuple[int, ...] | None:
         """The run-time master shape of input arrays (or their shapes), or None when they break the
@@ -77,22 +77,14 @@ class SnippetKernel(Kernel):
         return self.variants[pattern]
 
     def _compile_variant(self, arrays: Sequence[np.ndarray]) -> "SnippetKernel | None":
-        from ...ops.infer_shapes import infer_shapes
-        from ...ops.registry import OpError
-        body = self.node.attrs["body"].copy()
-        for v, a in zip(body.inputs, arrays):
-            a_shape = a if isinstance(a, tuple) else a.shape
-            v.type = TensorType(v.type.dtype, tuple(1 if n == 1 else (d if d != 1 else None)
-                                                    for n, d in zip(a_shape, v.type.shape)))
-        for v in body.values():
-            if v.producer is not None:
-                v.type = None
-        try:
-            infer_shapes(body)
-            compiled = compile_body(body, self.options)
-        except (OpError, ValueError, NotApplicable):
+        body = self.node.attrs["body"]
+        types = [TensorType(v.type.dtype, tuple(1 if n == 1 else (d if d != 1 else None)
+                                                for n, d in zip(a if isinstance(a, tuple) else a.shape, v.type.shape)))
+                 for v, a in zip(body.inputs, arrays)]
+        made = compile_retyped(body, types, self.options)
+        if made is None:
             return None
-        kernel = SnippetKernel(self.node, compiled, self.fallback, self.options)
+        kernel = SnippetKernel(self.node, made[0], self.fallback, self.options)
         return kernel if kernel.master_shape(arrays) is not None else None
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -174,15 +166,6 @@ class SnippetKernel(Kernel):
                 or not all(n.op in ELEMENTWISE_OPS for n in self.node.attrs["body"].nodes)):
             return ()
         return tuple(i for i, shape in enumerate(c.input_shapes) if tuple(shape) == tuple(c.output_shapes[0]))
-
-    def _scratchpad(self, nbytes: int) -> int | None:
-        """The calling thread's scratchpad address, grown to `nbytes` when needed."""
-        if not nbytes:
-            return None
-        pad = getattr(self._scratch, "pad", None)
-        if pad is None or pad.nbytes < nbytes:
-            pad = self._scratch.pad = np.empty(nbytes + 64, np.uint8)
-        return pad.ctypes.data
 
 
 class BoundLaunch:

@@ -3,8 +3,16 @@ its parallel domain: what the `snippet` implementation and the attention blocks 
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
 from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ...ir.graph import Graph, TensorType
+from ...ops.infer_shapes import infer_shapes
+from ...ops.registry import OpError
 
 from ...snippets.lowered.linear_ir import LinearIRError
 from ...snippets.subgraph_compiler import CompiledSnippet, compile_subgraph
@@ -86,3 +94,35 @@ def compile_body(body, options: dict) -> CompiledSnippet:
         return get_kernel_cache().get_or_compile(spec.key, spec.target, lambda: spec.compile(body))
     except (LinearIRError, TargetError) as e:
         raise NotApplicable(str(e)) from e
+
+
+def compile_retyped(body: Graph, input_types: Sequence[TensorType],
+                    options: dict) -> tuple[CompiledSnippet, Graph] | None:
+    """A copy of `body` whose inputs take these types (the rest inferred again), compiled; with the copy (its
+    output types), or None when the body or its kernel cannot take them."""
+    body = body.copy()
+    for v, t in zip(body.inputs, input_types):
+        v.type = t
+    for v in body.values():
+        if v.producer is not None:
+            v.type = None
+    try:
+        infer_shapes(body)
+        return compile_body(body, options), body
+    except (OpError, ValueError, NotApplicable):
+        return None
+
+
+class ThreadScratchpads:
+    """Each calling thread's scratchpad: `pads(nbytes)` is its address, grown to `nbytes` when needed."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def __call__(self, nbytes: int) -> int | None:
+        if not nbytes:
+            return None
+        pad = getattr(self._local, "pad", None)
+        if pad is None or pad.nbytes < nbytes:
+            pad = self._local.pad = np.empty(nbytes + 64, np.uint8)
+        return pad.ctypes.data
