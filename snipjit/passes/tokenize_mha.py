@@ -9,7 +9,9 @@ The pattern, from the Softmax outwards:
     O = MatMul(S, V) -> [Transpose] [Reshape]
 
 (up to two Adds — T5 adds a position bias, then the padding mask — and the Where before or after them;
-the Where may also read Where(keep, fill, S)). Q, Kᵀ and V are
+the Where may also read Where(keep, fill, S)). Other elementwise ops of the scores alone, or of the scores and
+scalar constants (a soft cap, Tanh(S / c) * c), are taken too: such a block runs as a Snippets kernel with
+Brgemms (`runtime.implementations.brgemm_attention`), not the attention kernel. Q, Kᵀ and V are
 rank 3 or 4 ([batch,] heads, rows, head size); the masks (f32 to add, bool to keep) broadcast to the
 scores, the fill is a scalar constant (a causal mask is a triangular `keep`). The
 movement ops that split the heads off a projection and merge them back are absorbed when nothing else
@@ -31,6 +33,7 @@ from ..ir.dtypes import boolean, f32
 from ..ir.graph import Graph, Node, TensorType, Value
 from ..ir.shape import merge_shapes
 from ..ops.registry import infer_node
+from ..snippets.supported_ops import ELEMENTWISE_OPS
 from .tokenize import make_body
 
 PATTERN = "mha"
@@ -60,6 +63,7 @@ class MHAMatch:
     out_views: list[Node] = field(default_factory=list)
     split: Node | None = None   # the Split giving q, k and v
     safe: list[Node] = field(default_factory=list)   # rows whose mask is all -inf give zeros (ONNX Attention)
+    others: list[Node] = field(default_factory=list)   # elementwise ops on the scores the attention kernel lacks
     operand_scale: float = 1.0   # the part of `scale` from scalings of Q and Kᵀ among their views
 
     @property
@@ -139,8 +143,16 @@ def _rank_ok(value: Value) -> bool:
     return t is not None and t.dtype == f32 and t.shape is not None and len(t.shape) in (3, 4)
 
 
-def _from_scores(v: Value) -> bool:
-    return v.producer is not None and v.producer.op in ("MatMul", "Mul", "Div", "Add", "Where")
+def _from_scores(v: Value, depth: int = 0) -> bool:
+    """Whether `v` looks like the scores: made by the product, a scale, mask or Where, or an elementwise op
+    of such a value and scalar constants."""
+    node = v.producer
+    if node is None:
+        return False
+    if node.op in ("MatMul", "Mul", "Div", "Add", "Where"):
+        return True
+    source = _elementwise_of_scores(node)
+    return depth < MAX_VIEW_NODES and source is not None and _from_scores(source, depth + 1)
 
 
 def _scores_first(add: Node) -> tuple[Value, Value]:
@@ -165,6 +177,7 @@ class _Between:
     fill: float = 0.0
     inverted: bool = False
     kept_first: bool = False
+    others: list[Node] = field(default_factory=list)   # elementwise ops only a Snippets kernel runs
 
     def take(self, node: Node) -> Value | None:
         """Take `node` (walking from the Softmax back to the product); the scores value it reads, or None
@@ -190,9 +203,23 @@ class _Between:
             x, self.fill, self.inverted = (a, fill, False) if _from_scores(a) else (b, fill, True)
             self.kept_first = bool(self.adds)
         else:
-            return None
+            x = _elementwise_of_scores(node)
+            if x is None:
+                return None
+            self.others.insert(0, node)
         self.nodes.insert(0, node)
         return x
+
+
+def _elementwise_of_scores(node: Node) -> Value | None:
+    """The scores an elementwise op of one input, or of the scores and a scalar constant, reads (a
+    soft cap: Tanh(s / c) * c); None for other nodes. A scale or mask in another order than the
+    attention kernel's lands here too."""
+    if node.op not in ELEMENTWISE_OPS or len(node.outputs) != 1 or node.outputs[0].type is None \
+            or node.outputs[0].type.dtype != f32:
+        return None
+    variable = [v for v in node.inputs if v is not None and _scalar(v) is None]
+    return variable[0] if len(variable) == 1 else None
 
 
 def _safe_softmax(where: Node, probabilities: Value, mask: Value | None, uses: dict, outputs: set) -> list[Node]:
@@ -274,7 +301,7 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
         return None
     return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, between.scale * q_factor * k_factor,
                     mask, mask2, between.keep, between.fill, between.inverted, between.kept_first, between.nodes,
-                    out_views, split, safe, q_factor * k_factor)
+                    out_views, split, safe, between.others, q_factor * k_factor)
 
 
 def tokenize_mha(graph: Graph, options: dict | None = None) -> Graph:

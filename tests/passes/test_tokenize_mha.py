@@ -114,3 +114,23 @@ def test_the_split_of_a_fused_projection_is_taken_in_when_only_the_block_reads_i
     shared = tokenized(FUSED_QKV.replace("-> [y]", "-> [y, v]"))
     assert [n.op for n in shared.nodes] == ["Split", "Subgraph"]
 
+
+
+def test_a_soft_cap_on_the_scores_joins_the_block_as_an_op_for_the_snippets_kernel():
+    from snipjit.passes.tokenize_mha import match_mha
+    text = """graph(q: f32[2,4,8], k: f32[2,8,6], v: f32[2,6,8], m: f32[2,1,6]) -> [y] {
+      const c: f32[] = 30.0
+      [s] = MatMul(q, k)
+      [sd] = Div(s, c)
+      [st] = Tanh(sd)
+      [sc] = Mul(c, st)
+      [sm] = Add(sc, m)
+      [p] = Softmax(sm) {axis = -1}
+      [y] = MatMul(p, v)
+    }"""
+    g = tokenized(text)
+    assert [n.op for n in g.nodes] == ["Subgraph"]
+    body = g.nodes[0].attrs["body"]
+    found = match_mha(next(n for n in body.nodes if n.op == "Softmax"), body.consumers(), set(body.outputs))
+    assert [n.op for n in found.others] == ["Tanh"] and found.mask is body.inputs[3]
+    assert [n.op for n in found.between] == ["Div", "Tanh", "Mul", "Add"]

@@ -1,17 +1,20 @@
-"""Attention blocks on a Snippets kernel with Brgemms: the calls the attention kernel does not take.
+"""Attention blocks on a Snippets kernel with Brgemms: the blocks and calls the attention kernel does not
+take.
 
-The attention kernel (`attention`) needs head sizes that are whole vectors and operands it can read
-through strides. A call it refuses (tiny BERT's head size 8 on AVX-512, sizes such as 30) runs here before
-falling back to node by node: the block without its movement ops (S = Q·Kᵀ, the scale and masks, the
-softmax, P·V) goes through the Snippets compiler, whose ConvertMatMulToBrgemm makes both products Brgemm
-expressions of the Linear IR, and FuseTransposeBrgemm makes the head split of Q and V and the head merge of
-the result layouts: the kernel reads the projections and writes the merged heads in place. The kernel
-computes all query rows of a head per iteration of its domain, their scores in the thread's scratchpad,
-reading Kᵀ from K's rows through a BrgemmCopyB that packs it once per head; when a head's scores would not
-stay in cache, it computes a row per iteration, and Kᵀ is copied here instead (packing it per row would
-cost as much as the product). Kernels are compiled per input shapes (a Brgemm's own dims are static).
-What the kernel cannot take (grouped query heads, masks that widen the batch) runs node by node (the
-reference kernel).
+The attention kernel (`attention`) covers the scales, masks and softmax of the common exports, on head
+sizes that are whole vectors and operands it can read through strides. A block with other elementwise ops
+on the scores (a soft cap, Tanh(S / c) * c), and a call the attention kernel refuses (tiny BERT's head
+size 8 on AVX-512, sizes such as 30), run here before falling back to node by node.
+
+The block without its movement ops (S = Q·Kᵀ, the scale and masks, the softmax, P·V) goes through the
+Snippets compiler: ConvertMatMulToBrgemm makes both products Brgemm expressions of the Linear IR, and
+FuseTransposeBrgemm makes the head split of Q and V and the head merge of the result layouts, so the
+kernel reads the projections and writes the merged heads in place. The kernel computes all query rows of
+a head per iteration of its domain, their scores in the thread's scratchpad, reading Kᵀ from K's rows
+through a BrgemmCopyB that packs it once per head; when a head's scores would not stay in cache, it
+computes a row per iteration, and Kᵀ is copied here instead (packing it per row would cost as much as the
+product). Kernels are compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot
+take (grouped query heads, masks that widen the batch) runs node by node (the reference kernel).
 """
 from __future__ import annotations
 
@@ -185,8 +188,10 @@ class BrgemmAttention(Kernel):
 
 def build_attention(node: Node, options: dict) -> Kernel:
     """An attention block's kernel: the attention kernel, falling back to the Snippets kernel with Brgemms
-    (then to the reference)."""
-    return AttentionKernel(node, fallback=BrgemmAttention(node, options))
+    (then to the reference); a block with elementwise ops the attention kernel lacks goes to the Snippets
+    kernel."""
+    brgemm = BrgemmAttention(node, options)
+    return brgemm if brgemm.block.others else AttentionKernel(node, fallback=brgemm)
 
 
 __all__ = ["BrgemmAttention", "CoreBlock", "build_attention", "core_block"]

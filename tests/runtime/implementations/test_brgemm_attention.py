@@ -1,6 +1,8 @@
 """Attention blocks on the Snippets kernel with Brgemms, through the public API at every ISA level: blocks
-whose head size the attention kernel refuses, against the unfused graph, for several batch and sequence
-sizes; and what the path does not take (grouped query heads) running node by node."""
+with ops the attention kernel lacks (a soft cap on the scores, causal or not) and blocks whose head size
+the attention kernel refuses, against the unfused graph, for several batch and sequence sizes, with a
+head's rows per iteration and one row; and what the path does not take (grouped query heads) running
+node by node."""
 import numpy as np
 import pytest
 
@@ -15,23 +17,58 @@ pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT
 FLT_MIN = float(np.finfo(np.float32).min)
 
 
+def soft_capped(heads: int, size: int, cap: float = 30.0, causal: bool = False) -> str:
+    """A Gemma-2-style block: scores scaled, capped by cap·tanh(s / cap), masked, softmax, ·V."""
+    width = heads * size
+    keep = "  [keep] = Less(rows, cols)\n  [sc] = Where(keep, minus, sm)\n" if causal else "  [sc] = Identity(sm)\n"
+    causal_inputs = ", rows: f32[seq,1], cols: f32[seq]" if causal else ""
+    return f"""graph(q: f32[batch,seq,{width}], k: f32[batch,seq,{width}], v: f32[batch,seq,{width}],
+                   mask: f32[batch,1,1,seq]{causal_inputs}) -> [y] {{
+  const split: i64[4] = [0, 0, {heads}, {size}]
+  const merge: i64[3] = [0, 0, {width}]
+  const scale: f32[] = {size ** -0.5}
+  const cap: f32[] = {cap}
+  const minus: f32[] = -1e30
+  [qr] = Reshape(q, split)
+  [qh] = Transpose(qr) {{perm = [0, 2, 1, 3]}}
+  [kr] = Reshape(k, split)
+  [kt] = Transpose(kr) {{perm = [0, 2, 3, 1]}}
+  [vr] = Reshape(v, split)
+  [vh] = Transpose(vr) {{perm = [0, 2, 1, 3]}}
+  [s] = MatMul(qh, kt)
+  [ss] = Mul(s, scale)
+  [sd] = Div(ss, cap)
+  [st] = Tanh(sd)
+  [sm0] = Mul(st, cap)
+  [sm] = Add(sm0, mask)
+{keep}  [p] = Softmax(sc) {{axis = -1}}
+  [o] = MatMul(p, vh)
+  [ot] = Transpose(o) {{perm = [0, 2, 1, 3]}}
+  [y] = Reshape(ot, merge)
+}}"""
+
+
 def block_step(model):
     steps = [s for s in model.plan if "Softmax" in s.ops]
     assert len(steps) == 1 and steps[0].kind == "snippet"
     return steps[0]
 
 
-def feeds(rng, batch: int, seq: int, width: int) -> dict:
+def feeds(rng, batch: int, seq: int, width: int, causal: bool = False) -> dict:
     x = {n: rng.standard_normal((batch, seq, width), dtype=np.float32) for n in "qkv"}
     x["mask"] = np.where(rng.random((batch, 1, 1, seq)) < 0.2, FLT_MIN, 0).astype(np.float32)
+    if causal:
+        x["rows"] = np.arange(seq, dtype=np.float32)[:, None]
+        x["cols"] = np.arange(seq, dtype=np.float32)
     return x
 
 
 def on_the_brgemm_kernel(step, monkeypatch):
     """Make a fall back to the node-by-node run fail, so the results below are the kernel's."""
-    assert isinstance(step.kernel, attention.AttentionKernel) and isinstance(step.kernel.fallback, BrgemmAttention)
-    monkeypatch.setattr(step.kernel.fallback, "reference", None)
-    return step.kernel.fallback
+    kernel = step.kernel if isinstance(step.kernel, BrgemmAttention) else step.kernel.fallback
+    assert isinstance(kernel, BrgemmAttention)
+    monkeypatch.setattr(kernel, "reference", None)
+    return kernel
 
 
 @pytest.fixture(params=["block of rows", "one row"])
@@ -39,6 +76,20 @@ def rows_per_iteration(request, monkeypatch):
     """A head's rows per iteration of the kernel (its scores in the scratchpad), or one row (longer blocks)."""
     if request.param == "one row":
         monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_soft_capped_blocks_run_on_brgemms(level, monkeypatch, rows_per_iteration, causal):
+    text = soft_capped(heads=3, size=32, causal=causal)
+    fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
+    step = block_step(fused)
+    assert isinstance(step.kernel, BrgemmAttention) and [n.op for n in step.kernel.block.others] == ["Tanh"]
+    kernel = on_the_brgemm_kernel(step, monkeypatch)
+    rng = np.random.default_rng(3)
+    for batch, seq in ((1, 7), (2, 50), (1, 129)):
+        x = feeds(rng, batch, seq, 96, causal)
+        np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+    assert len(kernel.launches) == 3 and all(launch is not None for launch in kernel.launches.values())
 
 
 @pytest.mark.parametrize("size", [18, 30])   # not whole vectors at any level
