@@ -15,7 +15,7 @@ from ...ir.graph import Graph, TensorType
 from ...ops import Category, OpContext, get_op
 from ...ops.registry import OpError
 
-KNOWN_VALUE_LIMIT = 64   # elements: a tensor this small, computed from known values, is evaluated now
+KNOWN_VALUE_LIMIT = 4096   # elements: an integer tensor this small, computed from known values, is evaluated now
 
 
 @dataclass

@@ -135,3 +135,20 @@ def test_incompatible_concrete_shapes_name_the_node():
         cm.run({"x": np.ones((2, 3), np.float32), "w": np.ones((5, 4), np.float32)})
     np.testing.assert_array_equal(cm.run({"x": np.ones((2, 3), np.float32), "w": np.ones((3, 4), np.float32)})[0],
                                   np.full((2, 4), 3, np.float32))
+
+
+
+def test_position_ids_of_a_sequence_are_evaluated_once_per_signature():
+    """Exporters slice position ids [1, seq] out of a constant [1, 512] (BERT, GPT-2): resolved, not run."""
+    b = snipjit.GraphBuilder()
+    x = b.input("x", "f32", [1, "n", 4])
+    length = b.Slice(b.Shape(x), b.const(np.array([1])), b.const(np.array([2])))
+    ids = b.const(np.arange(512, dtype=np.int64)[None])
+    positions = b.Slice(ids, b.const(np.array([0])), length, b.const(np.array([1])))
+    table = b.const(rng.standard_normal((512, 4)).astype(np.float32))
+    b.output(b.Add(x, b.Gather(table, positions)), "y")
+    cm = snipjit.compile(b.build(), fuse=False, fold=False)
+    res = resolve(cm.program, [TensorType.of("f32", (1, 300, 4))])
+    gather = next(i for i, step in enumerate(cm.program.steps) if step.node.op == "Gather")
+    np.testing.assert_array_equal(res.values[cm.program.steps[gather].in_slots[1]], np.arange(300)[None])
+    assert gather not in res.skipped   # (a float gather of 1,200 values runs: only integers are evaluated)
