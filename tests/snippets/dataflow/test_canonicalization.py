@@ -62,3 +62,12 @@ def test_rank_zero_values():
     Canonicalization().run(body)
     assert shapes(body.inputs) == {"x": (1,), "y": (3,)}
     assert_same_results(original, body, [np.float32(2.5), np.arange(3, dtype=np.float32)])
+
+
+def test_layouts_recorded_by_an_earlier_pass_are_padded_with_the_ranks():
+    body = parse_graph("graph(x: f32[7,5], y: f32[2,3,7,5]) -> [z] { [z] = Add(x, y) }")
+    body.meta["layouts"] = [(1, 0), None]
+    body.meta["output_layouts"] = [(0, 2, 1, 3)]
+    Canonicalization().run(body)
+    assert body.meta["layouts"] == [(0, 1, 3, 2), (0, 1, 2, 3)]
+    assert body.meta["output_layouts"] == [(0, 2, 1, 3)]

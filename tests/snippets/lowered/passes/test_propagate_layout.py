@@ -39,3 +39,13 @@ def test_layouts_recorded_by_canonicalization_reach_the_parameters():
     Canonicalization([(0, 1), (1, 0)]).run(body)
     lir = LinearIR.from_body(body)
     assert [p.out_descs[0].layout for p in lir.parameters()] == [(0, 1), (1, 0)]
+
+
+def test_a_brgemm_writing_merged_heads_gives_its_result_that_layout():
+    """FuseTransposeBrgemm's output layout (the head merge) reaches the Result through the Brgemm's port."""
+    lir = lowered("""graph(p: f32[2,3,5,7], v: f32[2,3,7,4]) -> [o] {
+     [oh] = MatMul(p, v)
+     [o] = Transpose(oh) {perm = [0, 2, 1, 3]} }""", "")
+    assert find(lir, "Brgemm")[0].out_descs[0].layout == (0, 2, 1, 3)
+    PropagateLayout().run(lir)
+    assert lir.results()[0].in_descs[0].layout == (0, 2, 1, 3)
