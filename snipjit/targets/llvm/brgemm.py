@@ -35,7 +35,7 @@ class _Operands:
     a: ir.Value
     b: ir.Value
     c: ir.Value
-    lda: ir.Value    # between rows of A and of C (0: one row of A for every row of C)
+    lda: ir.Value    # between rows of A (0: one row of A for every row of C)
     ldb: ir.Value
     ldc: ir.Value
     m: ir.Value
