@@ -12,15 +12,23 @@ WIDE = """graph(x: f32[?], y: f32[?]) -> [z] {
 }"""
 
 
-def attention_block(batch: str, seq: str, heads: int, size: int, scale: float, fused_qkv: bool = False) -> str:
+def attention_block(batch: str, seq: str, heads: int, size: int, scale: float, fused_qkv: bool = False,
+                    soft_cap: float | None = None, causal: bool = False) -> str:
     """A BERT-style self-attention block as exporters write it: projections [batch, seq, heads·size] (or one
     fused [batch, seq, 3·heads·size] projection Split into them), the head split, Q·Kᵀ, the scale, an
-    additive key mask `mask` [batch, 1, 1, seq], Softmax, ·V and the head merge, into y."""
+    additive key mask `mask` [batch, 1, 1, seq], Softmax, ·V and the head merge, into y. `soft_cap`: the
+    scores capped by cap·tanh(s / cap) before the mask (Gemma 2); `causal`: then a Where hiding the keys
+    past each row, from inputs `rows` [seq, 1] and `cols` [seq] holding the positions."""
     width = heads * size
     projections = (f"x: f32[{batch},{seq},{3 * width}]" if fused_qkv else
                    ", ".join(f"{n}: f32[{batch},{seq},{width}]" for n in "qkv"))
+    positions = f", rows: f32[{seq},1], cols: f32[{seq}]" if causal else ""
     split = f"  [q, k, v] = Split(x, sizes) {{axis = -1}}\n" if fused_qkv else ""
-    return f"""graph({projections}, mask: f32[{batch},1,1,{seq}]) -> [y] {{
+    cap = (f"  const cap: f32[] = {soft_cap}\n  [sd] = Div(ss, cap)\n  [st] = Tanh(sd)\n  [sc] = Mul(st, cap)\n"
+           if soft_cap is not None else "")
+    hide = ("  const minus: f32[] = -1e30\n  [later] = Less(rows, cols)\n  [sw] = Where(later, minus, sm)\n"
+            if causal else "")
+    return f"""graph({projections}, mask: f32[{batch},1,1,{seq}]{positions}) -> [y] {{
   const sizes: i64[3] = [{width}, {width}, {width}]
   const split: i64[4] = [0, 0, {heads}, {size}]
   const merge: i64[3] = [0, 0, {width}]
@@ -33,8 +41,8 @@ def attention_block(batch: str, seq: str, heads: int, size: int, scale: float, f
   [vh] = Transpose(vr) {{perm = [0, 2, 1, 3]}}
   [s] = MatMul(qh, kt)
   [ss] = Mul(s, scale)
-  [sm] = Add(ss, mask)
-  [p] = Softmax(sm) {{axis = -1}}
+{cap}  [sm] = Add({"sc" if cap else "ss"}, mask)
+{hide}  [p] = Softmax({"sw" if hide else "sm"}) {{axis = -1}}
   [o] = MatMul(p, vh)
   [ot] = Transpose(o) {{perm = [0, 2, 1, 3]}}
   [y] = Reshape(ot, merge)

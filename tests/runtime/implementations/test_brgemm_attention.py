@@ -17,37 +17,6 @@ pytestmark = pytest.mark.skipif(not gemm_launch.available(), reason="no LLVM JIT
 FLT_MIN = float(np.finfo(np.float32).min)
 
 
-def soft_capped(heads: int, size: int, cap: float = 30.0, causal: bool = False) -> str:
-    """A Gemma-2-style block: scores scaled, capped by cap·tanh(s / cap), masked, softmax, ·V."""
-    width = heads * size
-    keep = "  [keep] = Less(rows, cols)\n  [sc] = Where(keep, minus, sm)\n" if causal else "  [sc] = Identity(sm)\n"
-    causal_inputs = ", rows: f32[seq,1], cols: f32[seq]" if causal else ""
-    return f"""graph(q: f32[batch,seq,{width}], k: f32[batch,seq,{width}], v: f32[batch,seq,{width}],
-                   mask: f32[batch,1,1,seq]{causal_inputs}) -> [y] {{
-  const split: i64[4] = [0, 0, {heads}, {size}]
-  const merge: i64[3] = [0, 0, {width}]
-  const scale: f32[] = {size ** -0.5}
-  const cap: f32[] = {cap}
-  const minus: f32[] = -1e30
-  [qr] = Reshape(q, split)
-  [qh] = Transpose(qr) {{perm = [0, 2, 1, 3]}}
-  [kr] = Reshape(k, split)
-  [kt] = Transpose(kr) {{perm = [0, 2, 3, 1]}}
-  [vr] = Reshape(v, split)
-  [vh] = Transpose(vr) {{perm = [0, 2, 1, 3]}}
-  [s] = MatMul(qh, kt)
-  [ss] = Mul(s, scale)
-  [sd] = Div(ss, cap)
-  [st] = Tanh(sd)
-  [sm0] = Mul(st, cap)
-  [sm] = Add(sm0, mask)
-{keep}  [p] = Softmax(sc) {{axis = -1}}
-  [o] = MatMul(p, vh)
-  [ot] = Transpose(o) {{perm = [0, 2, 1, 3]}}
-  [y] = Reshape(ot, merge)
-}}"""
-
-
 def block_step(model):
     steps = [s for s in model.plan if "Softmax" in s.ops]
     assert len(steps) == 1 and steps[0].kind == "snippet"
@@ -80,7 +49,7 @@ def rows_per_iteration(request, monkeypatch):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_soft_capped_blocks_run_on_brgemms(level, monkeypatch, rows_per_iteration, causal):
-    text = soft_capped(heads=3, size=32, causal=causal)
+    text = attention_block("batch", "seq", heads=3, size=32, scale=32 ** -0.5, soft_cap=30.0, causal=causal)
     fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
     step = block_step(fused)
     assert isinstance(step.kernel, BrgemmAttention) and [n.op for n in step.kernel.block.others] == ["Tanh"]
