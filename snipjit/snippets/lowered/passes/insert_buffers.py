@@ -60,7 +60,8 @@ class InsertBuffers(LinearIRPass):
                     continue
                 if not src.expr.loop_ids or src.descriptor.shape[-1] != lir.master_shape[-1]:
                     raise LinearIRError(f"{e.name} reads {src.expr.name}, which is not a row of the loop nests")
-                end = max(i for i, x in enumerate(lir.expressions) if x.loop_ids == src.expr.loop_ids)
+                outer = src.expr.loop_ids[0]   # after the whole row loop holding its nest, if any
+                end = max(i for i, x in enumerate(lir.expressions) if x.loop_ids[:1] == [outer])
                 lir.insert_node("Buffer", [src], end + 1, {"index": count}, loop_ids=(), out_shape=block,
                                 dtype=src.expr.dtype, consumers=[e.input_port(k)])
                 count += 1
