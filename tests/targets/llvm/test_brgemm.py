@@ -114,8 +114,8 @@ def test_the_row_loop_holds_the_nests_and_the_buffers_hold_every_row(rows_per_it
     compiled = compile_subgraph(parse_graph(attention("2,", 5, 37, 16, 24)), LLVMTarget(), name="t")
     if rows_per_iteration == "one row":
         assert compiled.parallel_rank == 2 and compiled.scratch_rows <= 3   # [batch, rows] in the domain
-    else:   # the scores' and the probabilities' blocks (5 rows each), one row between nests
-        assert compiled.parallel_rank == 1 and compiled.scratch_rows == 5 + 5 + 1
+    else:   # the scores' block (5 rows), the probabilities written over it row by row, one row between nests
+        assert compiled.parallel_rank == 1 and compiled.scratch_rows == 5 + 1
 
 
 def test_keys_read_in_their_rows_are_packed(level):

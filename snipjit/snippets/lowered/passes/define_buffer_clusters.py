@@ -1,8 +1,10 @@
 """DefineBufferClusters: buffers that can live in the same memory form a cluster.
 
-When a loop reads buffer A for the last time and writes buffer B, element i of B is written after
-element i of A was read, in the same iteration: B can take A's memory (in place). Such buffers share a
-cluster; every other buffer is a cluster of its own. Clusters are what SolveBufferMemory places.
+When a loop reads buffer A for the last time and writes buffer B of the same size, element i of B is
+written after element i of A was read, in the same iteration: B can take A's memory (in place). So can
+two buffers of every row of a row loop (a Brgemm's scores and probabilities) when B's row r is written
+after A's row r was last read, in the same row iteration. Such buffers share a cluster; every other buffer
+is a cluster of its own. Clusters are what SolveBufferMemory places.
 """
 from __future__ import annotations
 
@@ -39,8 +41,10 @@ class DefineBufferClusters(LinearIRPass):
                 last_read = max(other["load"])
                 loops_a = lir.expressions[last_read].loop_ids
                 first_write = min(use["store"])
-                same_size = buffers[a].out_descs[0].shape == buffers[b].out_descs[0].shape
-                if same_size and loops_a and lir.expressions[first_write].loop_ids == loops_a and \
+                shape = buffers[a].out_descs[0].shape
+                loops_b = lir.expressions[first_write].loop_ids
+                rows = len(shape) > 1 and shape[-2] != 1 and len(loops_a) > 1 and loops_b[:1] == loops_a[:1]
+                if shape == buffers[b].out_descs[0].shape and loops_a and (loops_b == loops_a or rows) and \
                         first_write > last_read and max(other["store"], default=-1) < last_read and \
                         not any(cluster[x] == a for x in cluster if x != a):
                     cluster[b] = a
