@@ -112,3 +112,28 @@ def test_grouped_query_heads_run_node_by_node():
     brgemm = step.kernel.fallback
     np.testing.assert_allclose(brgemm([x[n] for n in "qkv"])[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
     assert not brgemm.launches   # (its result came from the reference)
+
+
+def test_soft_capped_blocks_with_grouped_query_heads_stay_unfused():
+    """Gemma 2 caps the scores and shares key/value heads: the Brgemm kernel does not take repeated heads,
+    so the block is not collected (its products stay BLAS products, not a node-by-node run)."""
+    text = """graph(q: f32[1,4,5,8], k: f32[1,2,5,8], v: f32[1,2,5,8]) -> [y] {
+      const axis: i64[1] = [2]
+      const wide: i64[5] = [1, 2, 2, 5, 8]
+      const heads: i64[4] = [1, 4, 5, 8]
+      const cap: f32[] = 5.0
+      [k5] = Unsqueeze(k, axis)
+      [ke] = Expand(k5, wide)
+      [kh] = Reshape(ke, heads)
+      [kt] = Transpose(kh) {perm = [0, 1, 3, 2]}
+      [v5] = Unsqueeze(v, axis)
+      [ve] = Expand(v5, wide)
+      [vh] = Reshape(ve, heads)
+      [s] = MatMul(q, kt)
+      [sd] = Div(s, cap)
+      [st] = Tanh(sd)
+      [p] = Softmax(st) {axis = -1}
+      [y] = MatMul(p, vh)
+    }"""
+    model = snipjit.compile(parse_graph(text))
+    assert not [s for s in model.plan if "Softmax" in s.ops and "MatMul" in s.ops]
