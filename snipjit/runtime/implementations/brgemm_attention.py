@@ -137,18 +137,19 @@ class BrgemmAttention(Kernel):
 
     def _run(self, inputs: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
         """The block's result (written into `out` when given), or None when the kernel cannot serve it."""
-        m = self.block
+        m, packed = self.block, self.cores[True]   # (both cores read Q and V alike; K up to its Kᵀ)
         try:
             sources = operand_sources(m, self.slot, inputs)
             groups: list[int] = []
-            rows = apply_views(sources[id(m.q)], m.q_views).shape[-2]
-            keys = apply_views(sources[id(m.k)], m.k_views, groups).shape[-1]
-            core = self.cores[rows * keys <= subgraph_compiler.BLOCK_ELEMENTS]
-            q = apply_views(sources[id(m.q)], core.q_views)
-            kt = apply_views(sources[id(m.k)], core.k_views)
-            v = apply_views(sources[id(m.v)], core.v_views)
+            q = apply_views(sources[id(m.q)], packed.q_views)
+            k = apply_views(sources[id(m.k)], packed.k_views, groups)
+            v = apply_views(sources[id(m.v)], packed.v_views)
+            rows = apply_views(q, m.q_views[len(packed.q_views):]).shape[-2]
+            kt = apply_views(k, m.k_views[len(packed.k_views):])
         except ValueError:
             return None
+        core = self.cores[rows * kt.shape[-1] <= subgraph_compiler.BLOCK_ELEMENTS]
+        kt = k if core is packed else kt
         if groups:   # key and value heads shared by query heads
             return None
         q = q * np.float32(m.operand_scale) if m.operand_scale != 1.0 else q
