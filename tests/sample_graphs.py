@@ -47,3 +47,20 @@ def attention_block(batch: str, seq: str, heads: int, size: int, scale: float, f
   [ot] = Transpose(o) {{perm = [0, 2, 1, 3]}}
   [y] = Reshape(ot, merge)
 }}"""
+
+
+def head_split_block(keys_in_rows: bool) -> str:
+    """Q and V given in the projections' memory [batch, rows, heads, size] with their head-split Transposes,
+    the output merged back by a Transpose; K given the same way (`keys_in_rows`) or as Kᵀ [batch, heads, size,
+    rows]."""
+    k = "k: f32[2,9,3,16]" if keys_in_rows else "kt: f32[2,3,16,9]"
+    split_k = "  [kt] = Transpose(k) {perm = [0, 2, 3, 1]}\n" if keys_in_rows else ""
+    return f"""graph(q: f32[2,9,3,16], {k}, v: f32[2,9,3,24]) -> [o] {{
+  [qh] = Transpose(q) {{perm = [0, 2, 1, 3]}}
+{split_k}  [vh] = Transpose(v) {{perm = [0, 2, 1, 3]}}
+  [s] = MatMul(qh, kt)
+  [p] = Softmax(s) {{axis = -1}}
+  [oh] = MatMul(p, vh)
+  [o] = Transpose(oh) {{perm = [0, 2, 1, 3]}}
+}}"""
+

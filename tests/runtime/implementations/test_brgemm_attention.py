@@ -85,25 +85,30 @@ def test_the_kernel_holds_brgemms_in_its_linear_ir(level):
     assert sum(e.startswith("BrgemmCopyB#") for e in expressions) == 1   # Kᵀ packed from K's rows
 
 
-def test_grouped_query_heads_run_node_by_node():
-    """Key/value heads shared by several query heads (Unsqueeze, Expand, Reshape): the reference."""
-    text = """graph(q: f32[1,4,5,8], k: f32[1,2,5,8], v: f32[1,2,5,8]) -> [y] {
+def grouped_heads(scores_to_p: str) -> str:
+    """4 query heads sharing 2 key/value heads (Unsqueeze, Expand, Reshape), `scores_to_p` making p from s."""
+    return f"""graph(q: f32[1,4,5,8], k: f32[1,2,5,8], v: f32[1,2,5,8]) -> [y] {{
       const axis: i64[1] = [2]
       const wide: i64[5] = [1, 2, 2, 5, 8]
       const heads: i64[4] = [1, 4, 5, 8]
-      const scale: f32[] = 0.3
       [k5] = Unsqueeze(k, axis)
       [ke] = Expand(k5, wide)
       [kh] = Reshape(ke, heads)
-      [kt] = Transpose(kh) {perm = [0, 1, 3, 2]}
+      [kt] = Transpose(kh) {{perm = [0, 1, 3, 2]}}
       [v5] = Unsqueeze(v, axis)
       [ve] = Expand(v5, wide)
       [vh] = Reshape(ve, heads)
       [s] = MatMul(q, kt)
-      [ss] = Mul(s, scale)
-      [p] = Softmax(ss) {axis = -1}
+      {scores_to_p}
       [y] = MatMul(p, vh)
-    }"""
+    }}"""
+
+
+def test_grouped_query_heads_run_node_by_node():
+    """Key/value heads shared by several query heads (Unsqueeze, Expand, Reshape): the reference."""
+    text = grouped_heads("""const scale: f32[] = 0.3
+      [ss] = Mul(s, scale)
+      [p] = Softmax(ss) {axis = -1}""")
     fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
     step = block_step(fused)
     rng = np.random.default_rng(4)
@@ -117,23 +122,9 @@ def test_grouped_query_heads_run_node_by_node():
 def test_soft_capped_blocks_with_grouped_query_heads_stay_unfused():
     """Gemma 2 caps the scores and shares key/value heads: the Brgemm kernel does not take repeated heads,
     so the block is not collected (its products stay BLAS products, not a node-by-node run)."""
-    text = """graph(q: f32[1,4,5,8], k: f32[1,2,5,8], v: f32[1,2,5,8]) -> [y] {
-      const axis: i64[1] = [2]
-      const wide: i64[5] = [1, 2, 2, 5, 8]
-      const heads: i64[4] = [1, 4, 5, 8]
-      const cap: f32[] = 5.0
-      [k5] = Unsqueeze(k, axis)
-      [ke] = Expand(k5, wide)
-      [kh] = Reshape(ke, heads)
-      [kt] = Transpose(kh) {perm = [0, 1, 3, 2]}
-      [v5] = Unsqueeze(v, axis)
-      [ve] = Expand(v5, wide)
-      [vh] = Reshape(ve, heads)
-      [s] = MatMul(q, kt)
+    text = grouped_heads("""const cap: f32[] = 5.0
       [sd] = Div(s, cap)
       [st] = Tanh(sd)
-      [p] = Softmax(st) {axis = -1}
-      [y] = MatMul(p, vh)
-    }"""
+      [p] = Softmax(st) {axis = -1}""")
     model = snipjit.compile(parse_graph(text))
     assert not [s for s in model.plan if "Softmax" in s.ops and "MatMul" in s.ops]

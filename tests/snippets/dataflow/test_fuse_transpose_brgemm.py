@@ -4,15 +4,9 @@ as the innermost dim (then packed by a BrgemmCopyB); others stay."""
 from snipjit import parse_graph
 from snipjit.snippets.dataflow.convert_matmul_to_brgemm import ConvertMatMulToBrgemm
 from snipjit.snippets.dataflow.fuse_transpose_brgemm import FuseTransposeBrgemm
+from sample_graphs import head_split_block
 
-HEADS = """graph(q: f32[2,9,3,16], k: f32[2,9,3,16], v: f32[2,9,3,24]) -> [o] {
- [qh] = Transpose(q) {perm = [0, 2, 1, 3]}
- [kt] = Transpose(k) {perm = [0, 2, 3, 1]}
- [vh] = Transpose(v) {perm = [0, 2, 1, 3]}
- [s] = MatMul(qh, kt)
- [p] = Softmax(s) {axis = -1}
- [oh] = MatMul(p, vh)
- [o] = Transpose(oh) {perm = [0, 2, 1, 3]} }"""
+HEADS = head_split_block(keys_in_rows=True)
 
 
 def fused(text: str):

@@ -16,6 +16,7 @@ from snipjit.ops.interpreter import run_graph_reference
 from snipjit.snippets import subgraph_compiler
 from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.targets.llvm.target import LLVMTarget
+from sample_graphs import head_split_block
 
 GUARD = 64
 SENTINEL = np.float32(-12345.5)
@@ -96,18 +97,15 @@ def test_products_around_an_output_of_the_nests(level):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-5)
 
 
-def test_head_transposes_become_layouts(level):
-    """Q and V read, and the output written, in the projections' [batch, rows, heads, size] memory."""
-    text = """graph(q: f32[2,9,3,16], kt: f32[2,3,16,9], v: f32[2,9,3,24]) -> [o] {
-     [qh] = Transpose(q) {perm = [0, 2, 1, 3]}
-     [vh] = Transpose(v) {perm = [0, 2, 1, 3]}
-     [s] = MatMul(qh, kt)
-     [p] = Softmax(s) {axis = -1}
-     [oh] = MatMul(p, vh)
-     [o] = Transpose(oh) {perm = [0, 2, 1, 3]} }"""
+@pytest.mark.parametrize("keys_in_rows", [False, True])
+def test_head_transposes_become_layouts(level, keys_in_rows):
+    """Q and V read, and the output written, in the projections' [batch, rows, heads, size] memory; Kᵀ given
+    as such, or as K's rows, which a BrgemmCopyB packs for the first product."""
+    text = head_split_block(keys_in_rows)
     got, want = run_kernel(text, seed=3)
     np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=2e-6)
-    assert "Transpose" not in compile_subgraph(parse_graph(text), LLVMTarget(), name="t").linear_ir
+    linear_ir = compile_subgraph(parse_graph(text), LLVMTarget(), name="t").linear_ir
+    assert "Transpose" not in linear_ir and ("BrgemmCopyB#" in linear_ir) == keys_in_rows
 
 
 def test_the_row_loop_holds_the_nests_and_the_buffers_hold_every_row(rows_per_iteration):
@@ -116,18 +114,3 @@ def test_the_row_loop_holds_the_nests_and_the_buffers_hold_every_row(rows_per_it
         assert compiled.parallel_rank == 2 and compiled.scratch_rows <= 3   # [batch, rows] in the domain
     else:   # the scores' block (5 rows), the probabilities written over it row by row, one row between nests
         assert compiled.parallel_rank == 1 and compiled.scratch_rows == 5 + 1
-
-
-def test_keys_read_in_their_rows_are_packed(level):
-    """Kᵀ given as K's rows [batch, keys, heads, size]: a BrgemmCopyB packs it for the first product."""
-    text = """graph(q: f32[2,9,3,16], k: f32[2,9,3,16], v: f32[2,9,3,24]) -> [o] {
-     [qh] = Transpose(q) {perm = [0, 2, 1, 3]}
-     [kt] = Transpose(k) {perm = [0, 2, 3, 1]}
-     [vh] = Transpose(v) {perm = [0, 2, 1, 3]}
-     [s] = MatMul(qh, kt)
-     [p] = Softmax(s) {axis = -1}
-     [oh] = MatMul(p, vh)
-     [o] = Transpose(oh) {perm = [0, 2, 1, 3]} }"""
-    got, want = run_kernel(text, seed=4)
-    np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=2e-6)
-    assert "BrgemmCopyB#" in compile_subgraph(parse_graph(text), LLVMTarget(), name="t").linear_ir
