@@ -62,6 +62,11 @@ class WindowKernel(Kernel):
     def kernel_size(self, x: np.ndarray) -> tuple[int, ...]:
         raise NotImplementedError
 
+    @property
+    def writes_channel_slices(self) -> bool:
+        """Every window kernel writes an output whose pixels are farther apart than its channels."""
+        return True
+
     def takes(self, x: np.ndarray, y: np.ndarray) -> bool:
         """Whether the native kernel takes these arrays (else the reference computes the step)."""
         y_fits = conv_launch.pixel_rows(y) if self.writes_channel_slices else y.flags.c_contiguous
@@ -186,10 +191,6 @@ class ConvKernel(WeightedKernel):
             return self.bias
         return np.ascontiguousarray(self.added if self.bias is None else self.bias + self.added, dtype=np.float32)
 
-    @property
-    def writes_channel_slices(self) -> bool:
-        return not self.depthwise
-
     def prepare(self, inputs, y, repeats):
         x = inputs[0]
         if not self.takes(x, y):
@@ -246,6 +247,10 @@ class PoolKernel(WindowKernel):
 
 class ConvTransposeKernel(WeightedKernel):
     """A channels-last ConvTranspose: a convolution per sub-pixel phase (with dilation: a GEMM and col2im)."""
+
+    @property
+    def writes_channel_slices(self) -> bool:
+        return False   # (its phases write strided views of a dense output)
 
     def __init__(self, node: Node):
         super().__init__(node)

@@ -24,6 +24,7 @@ from ...memory.solver import aligned_empty
 from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks, window_module
 from ..parallel.native_threads import get_native_pool
 from ..caches.object_cache import native_kernel
+from .conv_launch import pixel_rows
 from .gemm_launch import available
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
@@ -150,18 +151,21 @@ class WindowLaunch:
         self._call()
 
 
-def _check_nhwc(name: str, a: np.ndarray) -> None:
-    if not isinstance(a, np.ndarray) or a.ndim != 4 or a.dtype != np.float32 or not a.flags.c_contiguous:
-        raise ValueError(f"{name} must be a C-contiguous float32 NHWC array [N, H, W, C], got "
-                         f"{getattr(a, 'dtype', type(a).__name__)} {list(getattr(a, 'shape', ()))}"
-                         f"{'' if getattr(a, 'flags', None) is None or a.flags.c_contiguous else ' (not contiguous)'}")
+def _check_nhwc(name: str, a: np.ndarray, channel_slice: bool = False) -> None:
+    """`a` is a float32 NHWC array, C-contiguous (`channel_slice`: or a slice of the channels of one)."""
+    contiguous = isinstance(a, np.ndarray) and (a.flags.c_contiguous or channel_slice and pixel_rows(a))
+    if not isinstance(a, np.ndarray) or a.ndim != 4 or a.dtype != np.float32 or not contiguous:
+        layout = "a C-contiguous float32 NHWC array [N, H, W, C]" + (" or its channels' slice" if channel_slice else "")
+        shape = list(getattr(a, "shape", ()))
+        laid_out = "" if len(shape) != 4 or contiguous else " (not contiguous)"
+        raise ValueError(f"{name} must be {layout}, got {getattr(a, 'dtype', type(a).__name__)} {shape}{laid_out}")
 
 
 def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
             bias: np.ndarray | None, clamp: tuple[float, float] | None, include_pad: bool,
             repeats: bool, activation: str = "", reuse: bool = False) -> WindowLaunch | None:
     _check_nhwc("x", x)
-    _check_nhwc("out", out)
+    _check_nhwc("out", out, channel_slice=True)
     window.check()
     n, h, w, c = x.shape
     oh, ow = window.output_size(h, w)
@@ -204,7 +208,8 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     address = {"x": x, "w": weights, "bias": full_bias, "out": out, "params": params, "taps": taps}
     ptrs = (ctypes.c_void_p * len(PTRS))(*(None if address[p] is None else address[p].ctypes.data for p in PTRS))
     values = dict(H=h, W=w, C=c, OH=oh, OW=ow, KH=kh, KW=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=top, pl=left,
-                  ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, cp=cp, include_pad=int(include_pad))
+                  ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, cp=cp, include_pad=int(include_pad),
+                  OC=out.strides[2] // out.itemsize)
     dims = (ctypes.c_int64 * len(DIMS))(*(values[name] for name in DIMS))
     return WindowLaunch(kernel, ptrs, dims, n * chunks * -(-oh // rows), threads, held, repeats)
 

@@ -14,8 +14,9 @@ pool. A work item is one output row of one chunk of channels of one image (rows 
 consecutive items reuse the input rows they share).
 
 - ptrs: x [N, H, W, C]; w [KH·KW, cp] (depthwise weights tap-major, zero-padded to cp, a multiple of the
-  vector width); bias [cp] (zero-padded); out [N, OH, OW, C]; params f32 [lo, hi]; taps i64 [KH·KW]
-  (each tap's offset in x from the window's origin: kh·dh·W·C + kw·dw·C).
+  vector width); bias [cp] (zero-padded); out [N, OH, OW, C], its pixels OC elements apart (C, or more: a
+  slice of the channels of a Concat's output); params f32 [lo, hi]; taps i64 [KH·KW] (each tap's offset in
+  x from the window's origin: kh·dh·W·C + kw·dw·C).
 - dims: see `DIMS`; `ow_lo`/`ow_hi` bound the output columns whose windows lie inside the input's width.
 
 Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through
@@ -60,7 +61,7 @@ I32 = ir.IntType(32)
 I1 = ir.IntType(1)
 COMBINES = ("madd", "max", "mean")
 DIMS = ("H", "W", "C", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl", "ow_lo", "ow_hi",
-        "chunks", "chunk_c", "cp", "include_pad")
+        "chunks", "chunk_c", "cp", "include_pad", "OC")
 PTRS = ("x", "w", "bias", "out", "params", "taps")
 
 
@@ -360,16 +361,16 @@ def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: 
         rows = 2 if mode.endswith("2") else 1
         acc = _accumulate_rows(g, blk, pixels, loop.index, mode.startswith("clipped"), rows)
         for r in range(rows):
-            out_row = g.at(blk.out, b.add(b.mul(_c(r), b.mul(d["OW"], d["C"])), loop.index))
+            out_row = g.at(blk.out, b.add(b.mul(_c(r), b.mul(d["OW"], d["OC"])), loop.index))
             for p, value in enumerate(_finish(g, acc[r], scale, bounds)):
-                g.store(value, g.at(out_row, b.mul(d["C"], _c(p))))
+                g.store(value, g.at(out_row, b.mul(d["OC"], _c(p))))
         loop.leave()
         b.ret_void()
         return fn
     acc = _accumulate(g, blk, pixels, vectors, mask)
     for p in range(pixels):
         values = _finish(g, acc[p], scale, bounds)
-        out_p = g.at(blk.out, b.mul(d["C"], _c(p)))
+        out_p = g.at(blk.out, b.mul(d["OC"], _c(p)))
         for v in range(vectors):
             g.store(values[v], g.at(out_p, _c(v * lanes)), mask)
     b.ret_void()
@@ -401,7 +402,7 @@ def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, cli
     else:
         kw_lo, kw_hi = _c(0), d["KW"]
     x_pixel = g.at(row.x_row, b.mul(iw0, d["C"]))
-    out_pixel = g.at(row.out_row, b.mul(loop.index, d["C"]))
+    out_pixel = g.at(row.out_row, b.mul(loop.index, d["OC"]))
 
     def call(c, count: int, masked: bool = False) -> None:
         b.call(blocks[pixels, count, masked, "taps"],
@@ -441,7 +442,7 @@ def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: i
     b, d, lanes = g.b, g.d, g.shape.lanes
     suffix = "2" if rows == 2 else ""
     iw0 = b.sub(b.mul(ow0, _c(g.shape.sw)), d["pl"])
-    x_pixel, out_pixel = g.at(row.x_row, b.mul(iw0, d["C"])), g.at(row.out_row, b.mul(ow0, d["C"]))
+    x_pixel, out_pixel = g.at(row.x_row, b.mul(iw0, d["C"])), g.at(row.out_row, b.mul(ow0, d["OC"]))
     inside = b.and_(b.icmp_signed(">=", ow0, d["ow_lo"]), b.icmp_signed("<=", b.add(ow0, _c(pixels)), d["ow_hi"]))
     whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(lanes)), _c(lanes)))
 
@@ -452,7 +453,7 @@ def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: i
     def per_row(emit) -> None:   # emit(x, out) for each row's x and out at the block's first pixel
         for r in range(rows):
             emit(g.at(x_pixel, b.mul(_c(r), b.mul(d["W"], d["C"]))),
-                 g.at(out_pixel, b.mul(_c(r), b.mul(d["OW"], d["C"]))))
+                 g.at(out_pixel, b.mul(_c(r), b.mul(d["OW"], d["OC"]))))
 
     def clipped_tail(x, out) -> None:
         loop = CountedLoop(b, "edge", _c(0), _c(pixels), 1)
@@ -460,7 +461,7 @@ def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: i
         iw = b.add(iw0, b.mul(loop.index, _c(g.shape.sw)))
         kw_lo, kw_hi = g.clipped_range(iw, d["W"], d["dw"], d["KW"])
         step = b.mul(loop.index, b.mul(_c(g.shape.sw), d["C"]))
-        call((1, 1, True, "taps"), g.at(x, step), g.at(out, b.mul(loop.index, d["C"])), whole, kw_lo, kw_hi)
+        call((1, 1, True, "taps"), g.at(x, step), g.at(out, b.mul(loop.index, d["OC"])), whole, kw_lo, kw_hi)
         loop.leave()
 
     def channels(mode: str, tail) -> None:
@@ -530,7 +531,7 @@ def window_module(shape: WindowKernel) -> ir.Module:
     def row_at(oh) -> _Row:
         ih0 = b.sub(b.mul(oh, d["sh"]), d["pt"])
         kh_lo, kh_hi = g.clipped_range(ih0, d["H"], d["dh"], d["KH"])
-        out_row = g.at(g.p["out"], b.mul(b.add(b.mul(n, d["OH"]), oh), b.mul(d["OW"], d["C"])))
+        out_row = g.at(g.p["out"], b.mul(b.add(b.mul(n, d["OH"]), oh), b.mul(d["OW"], d["OC"])))
         return _Row(tuple(fn.args[:2]), g.at(x_image, b.mul(ih0, b.mul(d["W"], d["C"]))), out_row, kh_lo, kh_hi,
                     c_begin, c_end)
 

@@ -164,6 +164,27 @@ def test_convs_write_straight_into_their_concat():
     assert "Concat 2" in layout and "reorders inserted: 1 in, 2 out" in layout   # x in; y and z out
 
 
+def test_pools_and_depthwise_convs_write_straight_into_their_concat():
+    """ShuffleNet's stride-2 unit concatenates a convolution branch with an AveragePool of the unit's input;
+    a MobileNet-style branch ends in a depthwise conv: every producer writes its slice of the Concat."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 8, 17, 17])   # (a Concat of 9×9×56: planned memory)
+    stem = b.Relu(b.Conv(x, b.const(randn(12, 8, 1, 1, scale=0.4)), b.const(randn(12))))
+    branch = b.Conv(stem, b.const(randn(12, 1, 3, 3, scale=0.4)), b.const(randn(12)), group=12, strides=[2, 2],
+                    pads=[1, 1, 1, 1])
+    branch = b.Conv(branch, b.const(randn(20, 12, 1, 1, scale=0.4)))
+    pooled = b.AveragePool(stem, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    peak = b.MaxPool(stem, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    depthwise = b.Conv(stem, b.const(randn(12, 1, 3, 3, scale=0.4)), group=12, strides=[2, 2], pads=[1, 1, 1, 1])
+    unit = b.Relu(b.Concat(branch, pooled, peak, depthwise, axis=1))
+    b.output(b.Conv(unit, b.const(randn(5, 56, 1, 1, scale=0.3))), "y")
+    for n in (1, 2):
+        cm = check(b.build(), {"x": randn(n, 8, 17, 17)})
+    plan = next(iter(cm.program.plans().values()))
+    concat = next(i for i, s in enumerate(cm.plan) if s.ops == ["Concat"])
+    assert plan.modes[concat] == "skip" and len(plan.channel_slices) == 4
+
+
 def test_a_residual_block_adds_its_shortcut_in_the_conv_kernel():
     b = GraphBuilder()
     x = b.input("x", "f32", ["n", 12, 7, 6])

@@ -1,8 +1,8 @@
 """NHWC depthwise convolution and pools on the generated window kernel, against a float64 NumPy reference
 (itself checked against the ONNX reference kernels), at every ISA level this host can execute: channel
 tails and C below the vector width, 1×1 to 7×7 kernels, strides, dilations, asymmetric pads, H or W of
-1, batches, bias and clamps, count_include_pad both ways, global pools, prepared repeated launches and
-work split over the native pool."""
+1, batches, bias and clamps, count_include_pad both ways, global pools, outputs written into a slice of
+wider channels, prepared repeated launches and work split over the native pool."""
 import numpy as np
 import pytest
 
@@ -216,6 +216,40 @@ def test_global_pools(level, shape):
         check(out, expected)
 
 
+# (N, H, W, C), kernel, strides, pads: the 3×3 and 5×5 kernels reusing inputs (two rows at once for 3×3 at
+# stride 1), the tap kernel (1×1 stride 2), a channel tail
+SLICE_CASES = [((2, 9, 11, 37), (3, 3), (1, 1), (1, 1, 1, 1)), ((1, 12, 13, 24), (5, 5), (2, 2), (2, 2, 2, 1)),
+               ((1, 6, 7, 20), (1, 1), (2, 2), (0, 0, 0, 0))]
+
+
+@pytest.mark.parametrize("case", SLICE_CASES, ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}")
+def test_outputs_written_into_a_slice_of_wider_channels(level, case):
+    """Each kernel writes a slice of the channels of a wider tensor (a Concat's output), its pixels `OC`
+    elements apart, and leaves the channels around the slice untouched."""
+    shape, kernel, strides, pads = case
+    window = wl.Window(kernel, strides, pads)
+    rng = np.random.default_rng(sum(shape))
+    x, weights, bias = nhwc(rng, *shape), nhwc(rng, shape[3], 1, *kernel), nhwc(rng, shape[3])
+    oh, ow = window.output_size(*shape[1:3])
+    c = shape[3]
+    for kind in ("madd", "max", "avg"):
+        wide = np.full((shape[0], oh, ow, c + 11), np.nan, np.float32)
+        out = wide[..., 5:5 + c]
+        if kind == "madd":
+            launch = wl.prepare_depthwise(x, wl.pack_depthwise(weights), bias, (0.0, 6.0), out, window)
+            ref = reference(x, kind, window, weights, bias, (0.0, 6.0))
+        else:
+            launch = wl.prepare_pool(kind, x, out, window)
+            ref = reference(x, kind, window)
+        launch.run()
+        check(out, ref)
+        assert np.isnan(wide[..., :5]).all() and np.isnan(wide[..., 5 + c:]).all()
+    wide = np.full((shape[0], 1, 1, c + 3), np.nan, np.float32)
+    wl.prepare_global_pool("max", x, wide[..., 3:]).run()
+    check(wide[..., 3:], x.max(axis=(1, 2), keepdims=True))
+    assert np.isnan(wide[..., :3]).all()
+
+
 def test_the_numpy_reference_agrees_with_the_onnx_reference_kernels():
     rng = np.random.default_rng(5)
     x, weights, bias = nhwc(rng, 2, 9, 10, 6), nhwc(rng, 6, 1, 3, 3), nhwc(rng, 6)
@@ -272,6 +306,8 @@ def test_mismatched_arguments_are_named():
         wl.prepare_pool("max", x, np.zeros((1, 7, 8, 4), np.float32), window)
     with pytest.raises(ValueError, match="x must be a C-contiguous float32"):
         wl.prepare_pool("avg", x.transpose(0, 2, 1, 3), np.zeros_like(x), window)
+    with pytest.raises(ValueError, match=r"out must be .* or its channels' slice, got float32 \[1, 8, 8, 4\] \(not"):
+        wl.prepare_pool("avg", x, np.zeros((1, 8, 8, 8), np.float32)[..., ::2], window)
     with pytest.raises(ValueError, match="packed weights are 3×3, the window's kernel 5×5"):
         wl.prepare_depthwise(x, packed, None, None, np.zeros((1, 6, 6, 4), np.float32),
                              wl.Window((5, 5), (1, 1), (1, 1, 1, 1)))
