@@ -23,6 +23,7 @@ from ..parallel.workers import Workers, running_on
 from ..errors import ExecutionError
 from .feeds import FeedChecker, FeedError
 from ...memory.solver import aligned_empty
+from .native_segments import join_native_steps
 from .profile import Profile, StepCounters
 from ..planning.program import Program, ResolvedPlan
 
@@ -33,6 +34,7 @@ class BoundPlan:
     slots: list                                  # the request's slot array for this signature
     calls: list[tuple]                           # (mode, kernel, in_slots, out_slots, step, out_shapes)
     numpy_steps: bool = True                     # some step may run NumPy (needs its BLAS/FP guards)
+    joined: list[tuple] | None = None            # `calls` with runs of kernel steps as one native call each
 
 class Request:
     """One stream of a program: runs on the calling thread, plus `workers`' threads when it has its own
@@ -47,6 +49,7 @@ class Request:
         self._entry_inputs = {v.name for v in program.graph.inputs}
         self._check_feeds = FeedChecker(program.graph.inputs)
         self.profile: Profile | None = None   # set to collect per-step counters
+        self.join_steps = True                # runs of kernel steps as one native call (`native_segments`)
         self._bound: dict[tuple, BoundPlan] = {}
         self._last_outputs: dict[int, np.ndarray] = {}
         self._output_names = [v.name for v in program.graph.outputs]
@@ -102,12 +105,12 @@ class Request:
             with blas_threads.single_threaded(), np.errstate(all="ignore"):
                 self._execute_profiled(bound)
         elif not bound.numpy_steps:   # generated kernels only: no BLAS threads or FP flags to guard
-            for call in bound.calls:
+            for call in bound.joined:
                 self._call(bound.slots, *call)
         else:
             # one BLAS thread per request; inf/NaN results are values here, not errors
             with blas_threads.single_threaded(), np.errstate(all="ignore"):
-                for call in bound.calls:
+                for call in bound.joined:
                     self._call(bound.slots, *call)
 
     def _execute_profiled(self, bound: BoundPlan) -> None:
@@ -131,7 +134,9 @@ class Request:
     def _call(slots: list, mode: str, kernel, ins, outs, step, shapes) -> None:
         args = [slots[i] if i >= 0 else None for i in ins]
         try:
-            if mode == "launch":
+            if mode == "segment":   # (its steps' arguments are bound in it)
+                kernel()
+            elif mode == "launch":
                 args += [slots[o] for o in outs]
                 kernel(args)
             elif mode == "into":
@@ -180,7 +185,9 @@ class Request:
                 calls.append(("launch", launch, step.in_slots, step.out_slots, step, shapes))
             else:
                 calls.append((out_mode, step.kernel, step.in_slots, step.out_slots, step, shapes))
-        return BoundPlan(plan, arena, slots, calls, numpy_steps=any(c[0] not in ("launch", "view") for c in calls))
+        changing = set(p.input_slots) | set(plan.escaping)
+        return BoundPlan(plan, arena, slots, calls, numpy_steps=any(c[0] not in ("launch", "view") for c in calls),
+                         joined=join_native_steps(calls, slots, changing) if self.join_steps else calls)
 
     def _prebind(self, step, mode: str, slots: list, plan: ResolvedPlan, types):
         """A launcher with argument arrays prepared once, for kernels that offer one (`bind`)."""

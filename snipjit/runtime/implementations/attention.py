@@ -21,9 +21,9 @@ import numpy as np
 from ...ir.graph import Graph, Node
 from ...passes.tokenize_mha import MHAMatch, match_mha
 from ..caches.object_cache import native_kernel
-from ..parallel.native_threads import get_native_pool, run_items, scratchpads
+from ..parallel.native_threads import NativeCall, get_native_pool, items_call, run_items, scratchpads
 from . import gemm_launch
-from .base import Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
+from .base import Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
 ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted per thread
@@ -215,6 +215,10 @@ class AttentionLaunch:
     def run(self) -> None:
         run_items(self.address, self.fn, self.ptrs, self.dims, self.items, self.threads, self.scratch)
 
+    @property
+    def native_call(self) -> NativeCall:
+        return items_call(self.address, self.ptrs, self.dims, self.items, self.threads, self.scratch)
+
 
 def _elements(a: np.ndarray) -> list[int]:
     return [s // a.itemsize for s in a.strides]
@@ -332,7 +336,7 @@ class AttentionKernel(Kernel):
             launch = self._launch(arrays[:-1], arrays[-1]) if arrays[-1].size else None
             if launch is None or launch.copied_mask:   # (a converted mask would keep its first values)
                 return None
-            return lambda _: launch.run()
+            return NativeStep(launch)
 
         return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
 

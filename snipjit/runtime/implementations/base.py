@@ -89,6 +89,22 @@ class Kernel:
         return ()
 
 
+class NativeStep:
+    """A prepared call that is one launch of a compiled kernel and nothing else (no Python work around
+    it), so a run of such steps can go to the native pool as one `JobSequence`. `launch` has `run()` and
+    its `native_call`; `counted`, if given, counts the launches (`calls`) of a snippet kernel."""
+
+    def __init__(self, launch, counted=None):
+        self.launch, self.counted = launch, counted
+
+    def __call__(self, arrays: list | None = None) -> None:
+        self.launch.run()
+
+    @property
+    def native_call(self):
+        return getattr(self.launch, "native_call", None)
+
+
 class PreparedLaunch:
     """A step launcher that prepares its call from the arrays of a first call and reruns it while later
     calls pass the same array objects (arena and constant arrays always are; feeds and output buffers
@@ -113,6 +129,17 @@ class PreparedLaunch:
                     self._prepare(arrays)
                     break
         (self.call or self.fallback)(arrays)
+
+    def prepared(self, arrays: list) -> Callable[[list], None] | None:
+        """The call prepared for these arrays (None: they take the fallback)."""
+        if self.seen is None or any(r() is not arrays[i] for i, r in self.seen):
+            self._prepare(arrays)
+        return self.call
+
+    def native_step(self, arrays: list) -> NativeStep | None:
+        """The call prepared for these arrays, when it is one native launch (see `NativeStep`)."""
+        call = self.prepared(arrays)
+        return call if isinstance(call, NativeStep) and call.native_call is not None else None
 
     def _prepare(self, arrays: list) -> None:
         self.call = self.prepare(arrays)
@@ -158,7 +185,7 @@ class ReferenceKernel(Kernel):
 
         def prepare(arrays: list):
             launch = strided_copy.prepare(self.view(self.ctx, *arrays[:-1]), arrays[-1])
-            return (lambda _: launch.run()) if launch is not None else None
+            return NativeStep(launch) if launch is not None else None
 
         return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]))
 
@@ -169,5 +196,5 @@ def build_reference(node: Node, options: dict) -> Kernel:
 
 REFERENCE = Implementation("reference", lambda node, options: True, build_reference)
 
-__all__ = ["Implementation", "Kernel", "PreparedLaunch", "ReferenceKernel", "NotApplicable", "REFERENCE",
+__all__ = ["Implementation", "Kernel", "NativeStep", "PreparedLaunch", "ReferenceKernel", "NotApplicable", "REFERENCE",
            "choose_implementation"]

@@ -23,7 +23,7 @@ from ...ops import get_op
 from ...ops.elementwise import gelu
 from ...ops.windows import conv_output, im2col, window_from_attrs
 from . import gemm_launch, held_weights
-from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel
+from .base import Implementation, Kernel, NativeStep, PreparedLaunch, ReferenceKernel
 from .held_weights import HeldWeight
 from ..parallel.python_threads import get_pool
 
@@ -93,24 +93,42 @@ class BlasKernel(Kernel):
 
     @property
     def binds(self) -> bool:
-        return self.node.op == "MatMul" and self.native
+        return self.native and (self.node.op == "MatMul" or self._plain_gemm())
+
+    def _plain_gemm(self) -> bool:
+        """A Gemm that is a product plus at most a constant bias: A not transposed, alpha 1, C absent or a
+        constant of one value per column (checked against the output when bound) added with beta 1."""
+        c = self.node.inputs[2] if len(self.node.inputs) > 2 else None
+        return (self.node.op == "Gemm" and not self.attrs["transA"] and self.attrs["alpha"] == 1.0
+                and (c is None or (c.is_constant and self.attrs["beta"] == 1.0 and c.data.dtype == np.float32
+                                   and c.data.ndim <= 1)))
 
     def bind(self, in_shapes: Sequence[tuple], fixed: dict[int, np.ndarray], n_outputs: int) -> PreparedLaunch | None:
-        """MatMuls of matrices prepare their GEMM launch once (pointers, dims, split over threads)."""
-        if not self.binds or any(len(s) < 2 for s in in_shapes):
+        """MatMuls of matrices and plain Gemms prepare their GEMM launch once (pointers, dims, split over
+        threads)."""
+        if not self.binds or any(len(s) < 2 for s in in_shapes[:2]):
             return None
 
         def prepare(arrays: list):
-            (a, b), y = arrays[:-1], arrays[-1]
-            bias = self._bias(y.shape[-1])
-            activation = self._activation(int(bias is not None))
+            a, b, y = arrays[0], arrays[1], arrays[-1]
+            if self.node.op == "Gemm":
+                c = self.node.inputs[2].data if len(self.node.inputs) > 2 else None
+                if c is not None and c.size not in (1, y.shape[-1]):
+                    return None
+                b = b.T if self.attrs["transB"] and self.packed is None else b
+                bias = None if c is None else np.ascontiguousarray(np.broadcast_to(c.reshape(-1), y.shape[-1:]))
+                activation = self._activation(0)
+                fused = int(bool(activation))
+            else:
+                bias = self._bias(y.shape[-1])
+                activation = self._activation(int(bias is not None))
+                fused = int(bias is not None) + int(bool(activation))
             launch = gemm_launch.prepare(a, self.packed if self.packed is not None else b, y, bias, True,  # repeats
                                          activation)
             if launch is None:
                 return None
-            fused = int(bias is not None) + int(bool(activation))
             if fused == len(self.epilogue):   # the kernel does all of it
-                return lambda arrays: launch.run()
+                return NativeStep(launch)
 
             def call(arrays: list) -> None:
                 launch.run()

@@ -20,7 +20,7 @@ from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
 from . import conv_launch, conv_transpose_launch, held_weights, window_launch
-from .base import Implementation, Kernel, NotApplicable, PreparedLaunch, ReferenceKernel
+from .base import Implementation, Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
 from .held_weights import HeldWeight
 from .blas import EPILOGUES
 from .gemm_launch import available
@@ -78,6 +78,10 @@ class WindowKernel(Kernel):
     def after(self, y: np.ndarray) -> None:
         """What runs on the output after the kernel (epilogues it could not take)."""
 
+    @property
+    def has_after(self) -> bool:
+        return False
+
     def __call__(self, inputs):
         shape = self.node.outputs[0].type.shape
         y = np.empty(shape if all(isinstance(d, int) for d in shape) else self.reference(inputs)[0].shape,
@@ -103,6 +107,8 @@ class WindowKernel(Kernel):
             launch = self.prepare(arrays[:-1], arrays[-1], True)
             if launch is None:
                 return None
+            if not self.has_after:
+                return NativeStep(launch)
 
             def call(arrays: list) -> None:
                 launch.run()
@@ -218,6 +224,10 @@ class ConvKernel(WeightedKernel):
     def after(self, y):
         for op, b, attrs in self.epilogue:
             EPILOGUES[op](y, b, attrs)
+
+    @property
+    def has_after(self) -> bool:
+        return bool(self.epilogue)
 
 
 class PoolKernel(WindowKernel):

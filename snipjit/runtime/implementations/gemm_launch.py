@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ...targets.llvm.gemm import MicroKernel
 
 from ...memory.solver import aligned_empty
-from ..parallel.native_threads import get_native_pool, scratchpads
+from ..parallel.native_threads import get_native_pool, native_call, scratchpads
 from ..caches.object_cache import native_kernel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
@@ -214,6 +214,8 @@ class GemmLaunch:
                                           self.items, 1, self.scratch.base, self.scratch.stride)
         else:
             self._run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
+        self.native_call = native_call(pool, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+                                       self.items, 1, self.scratch.base, self.scratch.stride, self.threads > 1)
 
     def run(self) -> None:
         """Compute the product (a method, so that `prepare(...).run()` keeps the arguments alive)."""

@@ -19,10 +19,10 @@ from ...ir.graph import Node, TensorType
 from ...memory.solver import aligned_empty
 from ...snippets.subgraph_compiler import CompiledSnippet
 from ..errors import KernelBoundsError
-from ..parallel.native_threads import get_native_pool, scratchpads
+from ..parallel.native_threads import NativeCall, get_native_pool, scratchpads
 from ..parallel.python_threads import get_pool
 from .brgemm_attention import build_attention
-from .base import Implementation, Kernel, PreparedLaunch, build_reference
+from .base import Implementation, Kernel, NativeStep, PreparedLaunch, build_reference
 from .snippet_compile import ThreadScratchpads, compile_body, compile_retyped, launch_parallel
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
@@ -195,6 +195,22 @@ class BoundLaunch:
 
     def __call__(self, args: list[np.ndarray]) -> None:
         self._pointed(args)
+
+    def native_step(self, args: list[np.ndarray]) -> NativeStep | None:
+        """This launch as one native call, its pointers set for `args` (see `NativeStep`)."""
+        if self._pointed.prepared(args) is None or self.native_call is None:
+            return None
+        return NativeStep(self, counted=self.kernel)
+
+    def run(self) -> None:
+        self._launch([])
+
+    @property
+    def native_call(self) -> NativeCall | None:
+        if not self.parallel:
+            return NativeCall(ctypes.cast(self.kernel.fn, ctypes.c_void_p).value, ctypes.addressof(self.ptrs),
+                              ctypes.addressof(self.dims), self.domain, 1, self.serial_pad_address or 0, 0, False)
+        return None if self.native is None else self.native.call(self.fn_address, *self.args)
 
     def _point(self, args: list[np.ndarray]):
         """Point at the arguments themselves, unless an input is not contiguous."""

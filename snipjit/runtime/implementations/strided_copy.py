@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..caches.object_cache import native_kernel
-from ..parallel.native_threads import get_native_pool
+from ..parallel.native_threads import NativeCall, get_native_pool
 
 MIN_ELEMENTS = 1 << 14   # below this NumPy's copy is as fast and has no launch
 RANK = 4                 # dims of the kernel: views are collapsed or padded to this
@@ -75,6 +75,11 @@ class CopyLaunch:
 
     def run(self) -> None:
         get_native_pool().run(self.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.rows)
+
+    @property
+    def native_call(self) -> NativeCall:
+        return get_native_pool().call(self.address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
+                                      self.rows)
 
 
 def prepare(view: np.ndarray, out: np.ndarray) -> CopyLaunch | None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...memory.solver import aligned_empty
 from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks, window_module
-from ..parallel.native_threads import get_native_pool
+from ..parallel.native_threads import get_native_pool, native_call
 from ..caches.object_cache import native_kernel
 from .conv_launch import pixel_rows
 from .gemm_launch import available
@@ -133,6 +133,9 @@ class WindowLaunch:
     def __post_init__(self):
         address, fn = _compiled(self.kernel)
         pool = get_native_pool()
+        self.native_call = None if self.items == 0 else native_call(
+            pool, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items, self.grain,
+            parallel=self.threads > 1)
         if self.items == 0:
             self._call = lambda: None
         elif pool is not None and self.repeats:

@@ -25,7 +25,7 @@ import functools
 import sys
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -43,6 +43,7 @@ class PreparedJob:
     of two pointers, where `NativePool.run` converts eight arguments per launch."""
     words: ctypes.Array              # the job: fn, ptrs, dims, total, grain, scratch, stride
     run: Callable[[], int]           # 1 when it ran on the pool, 0 on the calling thread alone
+    call: "NativeCall"               # the same launch, for a `JobSequence`
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,50 @@ class Scratchpads:
     def slots(self) -> int | None:
         """How many threads have one (None: no scratch, any number)."""
         return None if not self.stride else self.memory.nbytes // self.stride
+
+
+@dataclass(frozen=True)
+class NativeCall:
+    """One launch of a compiled kernel, as the pool's `jobs_run` takes it: `fn(ptrs, dims, begin, end,
+    scratch)` over iterations [0, total), on the pool in chunks of `grain` (`pooled`), else on the calling
+    thread with the first scratchpad. The arrays behind the addresses must outlive every run."""
+    fn: int
+    ptrs: int
+    dims: int
+    total: int
+    grain: int
+    scratch: int
+    stride: int
+    pooled: bool
+    pool: "NativePool | None" = field(default=None, compare=False, repr=False)   # the pool it was made for
+
+    def words(self) -> tuple[int, ...]:
+        return (int(self.pooled), self.fn, self.ptrs, self.dims, self.total, self.grain, self.scratch, self.stride)
+
+
+def native_call(pool: "NativePool | None", fn: int, ptrs: int, dims: int, total: int, grain: int = 0,
+                scratch: int = 0, stride: int = 0, parallel: bool = True) -> NativeCall:
+    """A launch on `pool` when there is one and `parallel`, else on the calling thread."""
+    if pool is not None and parallel:
+        return pool.call(fn, ptrs, dims, total, grain, scratch, stride)
+    return NativeCall(fn, ptrs, dims, total, max(grain, 1), scratch or 0, stride, False)
+
+
+class JobSequence:
+    """Native calls run one after another by one call into the pool's code (`jobs_run`): a program's
+    consecutive kernel steps without Python between them. `keep` holds what their addresses point into."""
+
+    def __init__(self, calls: list[NativeCall], pool: "NativePool | None", keep: list):
+        if any(c.pooled and c.pool is not pool for c in calls):
+            raise ValueError("a sequence's calls on a pool must all have been made for that pool")
+        self.count = len(calls)
+        self.words = (ctypes.c_int64 * (thread_pool_ir.JOB_WORDS * len(calls)))(*[w for c in calls for w in c.words()])
+        self.state = None if pool is None else ctypes.addressof(pool._state)
+        self.keep = (pool, keep)
+        self._run = pool_code().cfunc("jobs_run", None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+    def run(self) -> None:
+        self._run(self.state, ctypes.addressof(self.words), self.count)
 
 
 def scratchpads(threads: int, nbytes: int) -> Scratchpads:
@@ -105,9 +150,15 @@ class NativePool:
                 stride: int = 0, parallel: bool = True) -> PreparedJob:
         """`run` with its arguments fixed (the arrays behind the addresses must outlive the job); not
         `parallel`: the job runs on the calling thread alone, with the first scratchpad."""
-        words = (ctypes.c_int64 * 7)(fn, ptrs, dims, total, self._grain(total, grain), scratch or 0, stride)
+        call = self.call(fn, ptrs, dims, total, grain, scratch, stride, parallel)
+        words = (ctypes.c_int64 * 7)(*call.words()[1:])
         entry = self._launch_job if parallel else self._inline_job
-        return PreparedJob(words, functools.partial(entry, self._state, words))   # (holding both alive)
+        return PreparedJob(words, functools.partial(entry, self._state, words), call)   # (holding both alive)
+
+    def call(self, fn: int, ptrs: int, dims: int, total: int, grain: int = 0, scratch: int = 0,
+             stride: int = 0, parallel: bool = True) -> NativeCall:
+        """The launch `run` would make, as a `NativeCall` (for a `JobSequence`)."""
+        return NativeCall(fn, ptrs, dims, total, self._grain(total, grain), scratch or 0, stride, parallel, self)
 
     def _grain(self, total: int, grain: int) -> int:
         return grain if grain > 0 else max(1, total // (self.threads * 8))
@@ -197,7 +248,18 @@ def run_items(address: int, fn, ptrs, dims, items: int, threads: int, scratch: S
     native pool when `threads` > 1 (and there is one, and a scratchpad for each of its threads: any of
     them may take an item), else through `fn`, its ctypes callable, here."""
     pool = get_native_pool()
-    if pool is not None and threads > 1 and (scratch.slots is None or scratch.slots >= pool.threads):
+    if _items_on_pool(pool, threads, scratch):
         pool.run(address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, scratch.base, scratch.stride)
     else:
         fn(ptrs, dims, 0, items, scratch.base)
+
+
+def items_call(address: int, ptrs, dims, items: int, threads: int, scratch: Scratchpads) -> NativeCall:
+    """The launch `run_items` makes, as a `NativeCall`."""
+    pool = get_native_pool()
+    return native_call(pool, address, ctypes.addressof(ptrs), ctypes.addressof(dims), items, 1, scratch.base,
+                       scratch.stride, _items_on_pool(pool, threads, scratch))
+
+
+def _items_on_pool(pool: NativePool | None, threads: int, scratch: Scratchpads) -> bool:
+    return pool is not None and threads > 1 and (scratch.slots is None or scratch.slots >= pool.threads)

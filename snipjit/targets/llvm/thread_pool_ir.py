@@ -1,7 +1,8 @@
 """The native thread pool's code in LLVM IR: `pool_run` publishes a kernel launch in a shared state block and
 takes chunks itself; `pool_worker` is each worker thread's loop (spin with `pause`, then sleep on a futex,
 claim chunks by ticket, count them done). The runtime's `parallel.native_threads` starts the threads and
-calls these; the layout of the state block below is the contract between the two.
+calls these; the layout of the state block below is the contract between the two. `jobs_run` runs a
+sequence of prepared jobs in one call (a program's consecutive kernel steps, without Python between them).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ SPIN_ROUNDS = 1 << 12   # `pause`s a worker spins (tens of microseconds) before 
 GEN, BUSY, TICKET, DONE, SLEEPERS, STOP, PARK = 0, 8, 16, 24, 32, 40, 41
 FN, PTRS, DIMS, TOTAL, GRAIN, SCRATCH, STRIDE, SYSCALL = 48, 49, 50, 51, 52, 53, 54, 55
 STATE_WORDS = 56
+JOB_WORDS = 8     # a job of `jobs_run`: where it runs, then `job_launch`'s seven words
 
 def module_source() -> str:
     """The pool's LLVM IR (opaque pointers; the state is an array of i64 words)."""
@@ -187,5 +189,34 @@ define i64 @job_inline(ptr %s, ptr %job) {{
 {job_fields}
   call void %fn(ptr %ptrs, ptr %dims, i64 0, i64 %total, ptr %scratch)
   ret i64 0
+}}
+
+; `count` jobs one after another (a program's run of kernel steps), each JOB_WORDS words: 1 to run it on
+; the pool (then %s is the pool's state, else it may be null), 0 on this thread alone; then the job's words
+define void @jobs_run(ptr %s, ptr %jobs, i64 %count) {{
+entry:
+  br label %next
+next:
+  %i = phi i64 [ 0, %entry ], [ %i1, %ran ]
+  %more = icmp slt i64 %i, %count
+  br i1 %more, label %job, label %done
+job:
+  %first = mul i64 %i, {JOB_WORDS}
+  %flagp = getelementptr i64, ptr %jobs, i64 %first
+  %flag = load i64, ptr %flagp
+  %words = getelementptr i64, ptr %flagp, i64 1
+  %pooled = icmp ne i64 %flag, 0
+  br i1 %pooled, label %onpool, label %inline
+onpool:
+  %r = call i64 @job_launch(ptr %s, ptr %words)
+  br label %ran
+inline:
+  %r1 = call i64 @job_inline(ptr %s, ptr %words)
+  br label %ran
+ran:
+  %i1 = add i64 %i, 1
+  br label %next
+done:
+  ret void
 }}
 """

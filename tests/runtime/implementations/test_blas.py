@@ -154,13 +154,13 @@ def test_absorbed_clip(lo, hi):
 
 def test_epilogue_of_a_small_output_computed_into_a_new_array():
     b = GraphBuilder()
-    x = b.input("x", "f32", ["n", 8])
-    y = b.Gemm(x, b.const(randn(4, 8)), b.const(randn(4)), transB=1)
+    x = b.input("x", "f32", [8, "n"])   # (A transposed: a Gemm whose launch is not prepared once)
+    y = b.Gemm(x, b.const(randn(4, 8)), b.const(randn(4)), transA=1, transB=1)
     b.output(b.Transpose(b.Tanh(y), perm=[1, 0]), "y")   # a consumer no kernel fuses
     graph = b.build()
     fused = snipjit.compile(graph, channels_last=False, fold=False)
     assert [(s.kind, s.ops) for s in fused.plan] == [("blas", ["Gemm", "Tanh"]), ("reference", ["Transpose"])]
-    xv = randn(3, 8)
+    xv = randn(8, 3)
     expected = snipjit.compile(graph, channels_last=False, implementations={"reference"}).run({"x": xv})[0]
     np.testing.assert_allclose(fused.run({"x": xv})[0], expected, rtol=1e-5, atol=1e-6)
     assert next(iter(fused.program.plans().values())).modes[0] == "call"   # the Gemm: into a new array
@@ -247,6 +247,36 @@ def test_matmul_launch_is_prepared_once_while_its_arrays_stay(monkeypatch):
     assert len(prepared) == 2
     column = randn(96, 64).T   # not taken by the kernel: the general path, still right
     np.testing.assert_allclose(req.run({"x": column})[0], expected(column), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("trans_b, c_shape, activation", [(1, (80,), "Gelu"), (0, None, ""), (1, (), "Tanh"),
+                                                      (0, (1, 80), "")])
+def test_a_plain_gemm_prepares_its_launch_once(trans_b, c_shape, activation):
+    """A Gemm that is a product plus a per-column bias (A not transposed, alpha and beta 1) is bound like a
+    MatMul: one prepared launch, with C (one value per column, or one for all) as the kernel's bias and the
+    activation in the kernel; others (C as a row) take the general way. Step by step and joined."""
+    from snipjit.runtime.implementations import gemm_launch
+    if not gemm_launch.available():
+        pytest.skip("no LLVM JIT")
+    w = randn(*((80, 96) if trans_b else (96, 80)))
+    c = None if c_shape is None else randn(*c_shape)
+    b = GraphBuilder()
+    x = b.input("x", "f32", [64, 96])
+    y = b.Gemm(b.Relu(x), b.const(w), *([] if c is None else [b.const(c)]), transB=trans_b)
+    b.output(b.Transpose(b.op(activation, y) if activation else y), "y")   # (a reader that fuses nothing)
+    graph = b.build()
+    cm = snipjit.compile(graph, fold=False)
+    reference = snipjit.compile(graph, implementations={"reference"})
+    gemm = next(i for i, s in enumerate(cm.plan) if s.kind == "blas")
+    assert cm.plan[gemm].ops == ["Gemm"] + ([activation] if activation else [])
+    for join in (True, False):
+        req = cm.create_request()
+        req.join_steps = join
+        for _ in range(2):
+            xv = randn(64, 96)
+            np.testing.assert_allclose(req.run({"x": xv})[0], reference.run({"x": xv})[0], rtol=1e-5, atol=1e-5)
+        bound = next(iter(req._bound.values()))
+        assert bound.calls[gemm][0] == ("into" if c_shape == (1, 80) else "launch")
 
 
 def test_a_scalar_bias_and_gelu_run_in_the_kernel(monkeypatch):

@@ -1,12 +1,13 @@
 """A job prepared once on the native pool runs its kernel over the whole domain at every `run()`, on the
-pool's threads or, not parallel, on the calling thread with the first scratchpad."""
+pool's threads or, not parallel, on the calling thread with the first scratchpad; a `JobSequence` runs
+several such launches one after another in one call."""
 import ctypes
 import gc
 
 import numpy as np
 import pytest
 
-from snipjit.runtime.parallel.native_threads import get_native_pool
+from snipjit.runtime.parallel.native_threads import JobSequence, get_native_pool, native_call
 
 # fn(ptrs, dims, lo, hi, scratch): counts[i] += 1 and owner[i] = scratch for i in [lo, hi)
 COUNT = r"""
@@ -70,3 +71,29 @@ def test_a_prepared_serial_job_runs_on_the_calling_thread_with_the_first_scratch
     run, (out, counts, _, scratch) = prepared_count(count[1], 300, parallel=False)
     assert run() == 0
     assert (counts == 1).all() and (out == scratch.ctypes.data).all()
+
+
+def test_a_job_sequence_runs_its_calls_in_order_on_the_pool_or_here(count):
+    """Three launches of the counting kernel over one array, on the pool, here and on the pool again: each
+    starts after the one before has finished (the increments are not atomic: an overlap would lose some)."""
+    pool = get_native_pool()
+    total = 5000
+    counts, out = np.zeros(total, np.int64), np.zeros(total, np.int64)
+    ptrs = (ctypes.c_void_p * 2)(counts.ctypes.data, out.ctypes.data)
+    scratch = np.empty(STRIDE * pool.threads, np.uint8)
+    calls = [native_call(pool, count[1], ctypes.addressof(ptrs), 0, total, 1, scratch.ctypes.data, STRIDE, parallel)
+             for parallel in (True, False, True)]
+    assert [c.pooled for c in calls] == [True, False, True]
+    sequence = JobSequence(calls, pool, [ptrs, scratch])
+    for runs in range(1, 4):
+        sequence.run()
+        assert (counts == 3 * runs).all()
+    here = JobSequence(calls[1:2], None, [ptrs, scratch])   # calls on this thread alone need no pool
+    here.run()
+    assert (counts == 10).all() and (out == scratch.ctypes.data).all()
+
+
+def test_a_job_sequence_refuses_calls_made_for_another_pool(count):
+    call = get_native_pool().call(count[1], 0, 0, 0)
+    with pytest.raises(ValueError, match="made for that pool"):
+        JobSequence([call], None, [])
