@@ -103,7 +103,7 @@ CASES = [
     Case("gelu_tanh", _gelu_tanh, (-12.0, 6.0)),
     Case("gelu", _gelu_erf, (-15.0, 6.0)),
     Case("gelu", _gelu_tanh, (-12.0, 6.0), {"approximate": "tanh"}),
-    *(_pow_static(e) for e in (0, 0.5, 1, 2, 3, -1, -2, 7, -8, 1.5, -0.75, 10)),
+    *(_pow_static(e) for e in (0, 0.5, 1, 2, 3, -1, -2, 7, -8, 1.5, -0.75, 10, 0.75, 0.25, -0.25, 3.75, -2.5, 4.5)),
     Case("sqrt", np.sqrt, (0.0, 100.0)),
     Case("reciprocal", lambda x: 1.0 / x),
     Case("rsqrt", lambda x: 1.0 / np.sqrt(x), (0.0, 100.0)),
