@@ -1,4 +1,4 @@
-"""Channels-last (NHWC) twins of the 2-D convolution and pooling ops, in domain `snipjit.nhwc`.
+"""Channels-last (NHWC) twins of the 2-D convolution, pooling and LRN ops, in domain `snipjit.nhwc`.
 
 The `ChannelsLast` graph pass moves regions of convolutions onto the layout [N, H, W, C], where the
 channel axis is contiguous: the convolution kernels put output channels along the vector lanes, and
@@ -23,7 +23,7 @@ DOMAIN = "snipjit.nhwc"
 TO_NHWC = (0, 2, 3, 1)     # an NCHW tensor's axes, permuted to NHWC
 TO_NCHW = (0, 3, 1, 2)
 POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
-OPS = ("Conv", "ConvTranspose", *POOLS)
+OPS = ("Conv", "ConvTranspose", *POOLS, "LRN")
 
 
 def is_depthwise(weights_shape: tuple, group: int) -> bool:

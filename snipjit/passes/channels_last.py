@@ -9,7 +9,8 @@ not care which axis the channels are on:
 
 * elementwise ops, when every other input is on the layout, a constant (permuted once, here), or a
   per-image vector [N, C, 1, 1] (squeeze-excitation's scale: its transpose moves no data);
-* pools (`snipjit.nhwc::MaxPool`, `AveragePool`, `GlobalAveragePool`, `GlobalMaxPool`);
+* pools (`snipjit.nhwc::MaxPool`, `AveragePool`, `GlobalAveragePool`, `GlobalMaxPool`) and LRN (its window
+  of channels is then along the contiguous axis: `snipjit.nhwc::LRN`);
 * a Concat along the channels (then along the last axis), when all its inputs are on the layout;
 * a Transpose to NHWC of a value on the layout is that value; a value the model itself transposes from
   NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel);
@@ -160,8 +161,8 @@ class _ChannelsLast:
             out.producer = None
             self.twin[id(out)] = self.pending[id(out)] = x
             self.deferred.add(id(out))
-        elif node.op == "LRN" and on_layout and x.dtype == f32 and isinstance(x.shape[1], int):
-            self._lrn(node, self.twin[id(x)])
+        elif node.op == "LRN" and on_layout and x.dtype == f32:
+            self._produce(node, [self.twin[id(x)]], DOMAIN)
         elif self._elementwise_on_layout(node):
             self._produce(node, [None if v is None else self._operand(v) for v in node.inputs], "")
         else:
@@ -233,23 +234,6 @@ class _ChannelsLast:
 
     def _constant(self, name: str, data: np.ndarray) -> Value:
         return Value.constant(self.fresh(name), data)
-
-    def _lrn(self, node: Node, x: Value) -> None:
-        """LRN over the last axis: the window sums of squares as a product with a banded 0/1 matrix (the
-        GEMM), the rest elementwise (one fused kernel)."""
-        a = get_op("LRN").resolve_attrs(node)
-        size, channels, shape = int(a["size"]), x.shape[3], x.shape
-        before = (size - 1) // 2
-        c = np.arange(channels)
-        band = ((c[:, None] >= c[None, :] - before) & (c[:, None] <= c[None, :] + size - 1 - before))
-        squares = self._emit("Mul", [x, x], shape, name="lrn_squares")
-        sums = self._emit("MatMul", [squares, self._constant("lrn_window", band.astype(np.float32))], shape,
-                          name="lrn_sums")
-        scaled = self._emit("Mul", [sums, self._constant("lrn_alpha", np.float32(a["alpha"] / size))], shape)
-        base = self._emit("Add", [scaled, self._constant("lrn_bias", np.float32(a["bias"]))], shape)
-        power = self._emit("Pow", [base, self._constant("lrn_beta", np.float32(a["beta"]))], shape)
-        self._output(node, self._emit("Div", [x, power], shape, name=node.outputs[0].name))
-        self.summary.converted["LRN"] = self.summary.converted.get("LRN", 0) + 1
 
     def _output(self, node: Node, twin: Value) -> None:
         """`twin` computes node's output on the layout; the NCHW output is made on demand."""

@@ -1,4 +1,4 @@
-"""The `nhwc` implementation: generated kernels for the channels-last convolutions and pools.
+"""The `nhwc` implementation: generated kernels for the channels-last convolutions, pools and LRN.
 
 The `ChannelsLast` pass puts convolution regions on [N, H, W, C] (`snipjit.nhwc::Conv`, pools). Here
 a Conv runs as an implicit GEMM over its packed weights (`conv_launch`), a depthwise Conv and the pools
@@ -19,7 +19,7 @@ from ...ops import get_op
 from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
-from . import conv_launch, conv_transpose_launch, held_weights, window_launch
+from . import conv_launch, conv_transpose_launch, held_weights, lrn_launch, window_launch
 from .base import Implementation, Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
 from .held_weights import HeldWeight
 from .blas import EPILOGUES
@@ -281,6 +281,40 @@ class ConvTransposeKernel(WeightedKernel):
         return conv_transpose_launch.prepare_conv_transpose(x, self.packed, y, geometry, self.bias, repeats)
 
 
+class LrnKernel(Kernel):
+    """A channels-last LRN: its generated kernel (`lrn_launch`), one pass over the tensor."""
+
+    def __init__(self, node: Node):
+        self.reference = ReferenceKernel(node)
+        a = get_op(node.op, node.domain).resolve_attrs(node)
+        self.size, self.alpha, self.beta, self.bias = int(a["size"]), float(a["alpha"]), float(a["beta"]), \
+            float(a["bias"])
+
+    def prepare(self, x: np.ndarray, y: np.ndarray):
+        takes = x.dtype == y.dtype == np.float32 and x.flags.c_contiguous and y.flags.c_contiguous
+        return lrn_launch.prepare_lrn(x, y, self.size, self.alpha, self.beta, self.bias) if takes else None
+
+    def __call__(self, inputs):
+        y = np.empty(inputs[0].shape, np.float32)
+        self.run_into(inputs, [y])
+        return [y]
+
+    def run_into(self, inputs, outputs) -> None:
+        launch = self.prepare(inputs[0], outputs[0])
+        if launch is None:
+            np.copyto(outputs[0], self.reference(inputs)[0])
+        else:
+            launch.run()
+
+    def bind(self, in_shapes, fixed, n_outputs) -> PreparedLaunch:
+        def prepare(arrays: list):
+            launch = self.prepare(arrays[0], arrays[-1])
+            return None if launch is None else NativeStep(launch)
+
+        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
+
+
 def accepts(node: Node, options: dict) -> bool:
     return (node.domain == DOMAIN and available() and node.inputs[0].type.dtype.np == np.float32
             and (node.op not in ("Conv", "ConvTranspose") or node.inputs[1].is_constant))
@@ -293,6 +327,8 @@ def build(node: Node, options: dict) -> Kernel:
         return ConvTransposeKernel(node)
     if node.op in POOLS:
         return PoolKernel(node)
+    if node.op == "LRN":
+        return LrnKernel(node)
     raise NotApplicable
 
 

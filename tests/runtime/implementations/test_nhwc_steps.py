@@ -185,6 +185,19 @@ def test_pools_and_depthwise_convs_write_straight_into_their_concat():
     assert plan.modes[concat] == "skip" and len(plan.channel_slices) == 4
 
 
+@pytest.mark.parametrize("size", [5, 4])
+def test_lrn_between_convolutions_is_one_step_on_the_layout(size):
+    """Inception's LRN after a convolution: its own generated kernel on the channels-last tensor."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 6, 15, 15])
+    y = b.Relu(b.Conv(x, b.const(randn(40, 6, 3, 3, scale=0.5)), b.const(randn(40)), pads=[1, 1, 1, 1]))
+    y = b.LRN(y, size=size, alpha=1e-3, beta=0.75, bias=1.0)
+    b.output(b.Conv(y, b.const(randn(8, 40, 1, 1, scale=0.3))), "y")
+    for n in (1, 2):
+        cm = check(b.build(), {"x": randn(n, 6, 15, 15)})
+    assert ("nhwc", ["LRN"]) in steps(cm)
+
+
 def test_a_residual_block_adds_its_shortcut_in_the_conv_kernel():
     b = GraphBuilder()
     x = b.input("x", "f32", ["n", 12, 7, 6])
