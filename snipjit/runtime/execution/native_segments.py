@@ -46,7 +46,8 @@ def join_native_steps(calls: list[tuple], slots: list, changing: set[int]) -> li
         if len(run) >= MIN_STEPS:
             steps = [native for _, native in run]
             try:
-                segment = NativeSegment(steps, JobSequence([s.native_call for s in steps], pool, steps))
+                calls = [call for step in steps for call in step.native_calls]
+                segment = NativeSegment(steps, JobSequence(calls, pool, steps))
             except ValueError:   # (launches made for another pool)
                 joined.extend(call for call, _ in run)
             else:

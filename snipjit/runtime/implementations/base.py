@@ -90,19 +90,22 @@ class Kernel:
 
 
 class NativeStep:
-    """A prepared call that is one launch of a compiled kernel and nothing else (no Python work around
-    it), so a run of such steps can go to the native pool as one `JobSequence`. `launch` has `run()` and
-    its `native_call`; `counted`, if given, counts the launches (`calls`) of a snippet kernel."""
+    """A prepared call that is launches of compiled kernels and nothing else (no Python work around them),
+    so a run of such steps can go to the native pool as one `JobSequence`. Each launch has `run()` and its
+    `native_call`; `counted`, if given, counts the launches (`calls`) of a snippet kernel."""
 
-    def __init__(self, launch, counted=None):
-        self.launch, self.counted = launch, counted
+    def __init__(self, *launches, counted=None):
+        self.launches, self.counted = launches, counted
 
     def __call__(self, arrays: list | None = None) -> None:
-        self.launch.run()
+        for launch in self.launches:
+            launch.run()
 
     @property
-    def native_call(self):
-        return getattr(self.launch, "native_call", None)
+    def native_calls(self) -> list | None:
+        """The launches' `NativeCall`s, or None when one of them has none."""
+        calls = [getattr(launch, "native_call", None) for launch in self.launches]
+        return None if None in calls else calls
 
 
 class PreparedLaunch:
@@ -139,7 +142,7 @@ class PreparedLaunch:
     def native_step(self, arrays: list) -> NativeStep | None:
         """The call prepared for these arrays, when it is one native launch (see `NativeStep`)."""
         call = self.prepared(arrays)
-        return call if isinstance(call, NativeStep) and call.native_call is not None else None
+        return call if isinstance(call, NativeStep) and call.native_calls is not None else None
 
     def _prepare(self, arrays: list) -> None:
         self.call = self.prepare(arrays)

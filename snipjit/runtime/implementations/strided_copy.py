@@ -3,6 +3,7 @@ kernel (`targets.llvm.copy`), split over the native pool; small copies stay with
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,5 +103,24 @@ def prepare(view: np.ndarray, out: np.ndarray) -> CopyLaunch | None:
     strides = [0] * (RANK - len(strides)) + strides
     address, _ = _kernel(size)
     ptrs = (ctypes.c_void_p * 2)(view.ctypes.data, out.ctypes.data)
-    dims = (ctypes.c_int64 * (2 * RANK))(*shape, *strides)
+    dims = (ctypes.c_int64 * (2 * RANK + 1))(*shape, *strides, shape[-1])
     return CopyLaunch(address, ptrs, dims, shape[0] * shape[1] * shape[2], view)
+
+
+def prepare_slice(x: np.ndarray, out: np.ndarray, axis: int, start: int) -> CopyLaunch | None:
+    """The copy of a C-contiguous `x` into the slice of a C-contiguous `out` along `axis` from `start` (an
+    input of a Concat into its place in the output), or None when the kernel does not take it: too small,
+    other dtypes, or fewer rows (the dims before `axis`) than the pool has threads."""
+    pool = get_native_pool()
+    size = x.itemsize
+    outer = math.prod(x.shape[:axis])
+    if (pool is None or x.size < MIN_ELEMENTS or x.dtype != out.dtype or size not in (1, 2, 4, 8)
+            or not (x.flags.c_contiguous and out.flags.c_contiguous) or outer < pool.threads
+            or x.shape[:axis] != out.shape[:axis] or x.shape[axis + 1:] != out.shape[axis + 1:]
+            or not 0 <= start <= out.shape[axis] - x.shape[axis]):
+        return None
+    inner, after = x.size // outer, math.prod(x.shape[axis + 1:])
+    address, _ = _kernel(size)
+    ptrs = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data + start * after * size)
+    dims = (ctypes.c_int64 * (2 * RANK + 1))(1, 1, outer, inner, 0, 0, inner, 1, out.shape[axis] * after)
+    return CopyLaunch(address, ptrs, dims, outer, x)

@@ -1,12 +1,13 @@
-"""A strided copy kernel: dst (C-contiguous) = src seen through any strides — the data movement of
-Transpose, Slice and Expand, which NumPy expresses as views.
+"""A strided copy kernel: dst = src seen through any strides — the data movement of Transpose, Slice and
+Expand, which NumPy expresses as views, and of a Concat into its output's slices.
 
 Shapes are collapsed to 4 dims by the caller. A work item is one innermost row (`KernelFunction` ABI,
 so the row range splits over the native pool): rows whose source is contiguous copy vector by vector,
 the others element by element.
 
 - ptrs: src, dst
-- dims: n0, n1, n2, n3, s0, s1, s2, s3 (source strides in elements; the destination is dense)
+- dims: n0, n1, n2, n3, s0, s1, s2, s3 (source strides in elements), d (the destination's rows lie d
+  elements apart: n3 for a dense destination, more for a slice of a wider one)
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def copy_module(name: str, element_bytes: int) -> ir.Module:
     elem = ir.IntType(8 * element_bytes)
     module, fn, b, (src, dst), (dims, begin, end) = _copy_function(name)
     ptr = ir.PointerType()
-    n0, n1, n2, n3, s0, s1, s2, s3 = (b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i in range(8))
+    n0, n1, n2, n3, s0, s1, s2, s3, d = (b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i in range(9))
     contiguous = b.icmp_signed("==", s3, _c(1))
 
     # the row's indices (i0, i1, i2): divided out of `begin` once, then stepped like an odometer
@@ -42,7 +43,7 @@ def copy_module(name: str, element_bytes: int) -> ir.Module:
     rows.enter()
     start = b.add(b.add(b.mul(i0, s0), b.mul(i1, s1)), b.mul(i2, s2))
     src_row = b.gep(src, [start], source_etype=elem)
-    dst_row = b.gep(dst, [b.mul(rows.index, n3)], source_etype=elem)
+    dst_row = b.gep(dst, [b.mul(rows.index, d)], source_etype=elem)
     dense, strided, joined = (fn.append_basic_block(n) for n in ("dense", "strided", "joined"))
     b.cbranch(contiguous, dense, strided)
 

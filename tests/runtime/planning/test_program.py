@@ -83,7 +83,8 @@ def test_not_applicable_falls_through_to_the_next_implementation(monkeypatch):
 
 
 def test_implementations_are_asked_in_the_listed_order():
-    assert [i.kind for i in IMPLEMENTATIONS] == ["snippet", "int8", "nhwc", "blas", "int8", "recurrent", "reference"]
+    assert [i.kind for i in IMPLEMENTATIONS] == ["snippet", "int8", "nhwc", "blas", "int8", "recurrent", "copy",
+                                                "reference"]
 
 
 # ---- plans per signature ------------------------------------------------------------------------
