@@ -1,4 +1,5 @@
-"""A counted loop for hand-built LLVM kernels (GEMM, strided copy): `for i in [start, stop) step`."""
+"""A counted loop for hand-built LLVM kernels (GEMM, strided copy): `for i in [start, stop) step`; and
+`when`, a block emitted under a condition."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -8,6 +9,17 @@ I64 = ir.IntType(64)
 
 def i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
+
+
+def when(b: ir.IRBuilder, condition, emit, name: str = "when") -> None:
+    """Emit `emit()` under `condition`, then continue after it."""
+    fn = b.function
+    yes, done = fn.append_basic_block(name), fn.append_basic_block(f"{name}.done")
+    b.cbranch(condition, yes, done)
+    b.position_at_end(yes)
+    emit()
+    b.branch(done)
+    b.position_at_end(done)
 
 
 class CountedLoop:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c
+from .counted_loop import I64, CountedLoop, i64 as _c, when
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -94,21 +94,13 @@ def lrn_module(shape: LrnShape) -> ir.Module:
     for v in range(-(-(shape.size - 1 - shape.before) // lanes)):
         b.store(zero, at(squares, b.add(padded, _c(v * lanes))), align=4)
 
-    def when(condition, emit) -> None:
-        yes, done = fn.append_basic_block("tail"), fn.append_basic_block("tail.done")
-        b.cbranch(condition, yes, done)
-        b.position_at_end(yes)
-        emit()
-        b.branch(done)
-        b.position_at_end(done)
-
     def vectors(emit) -> None:
         """emit(c, mask) for each channel vector: the whole ones, then the tail under its mask."""
         loop = CountedLoop(b, "c", _c(0), whole, lanes)
         loop.enter()
         emit(loop.index, None)
         loop.leave()
-        when(tail, lambda: emit(whole, mask))
+        when(b, tail, lambda: emit(whole, mask), "tail")
 
     def load(address, m):
         if m is None:

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c
+from .counted_loop import I64, CountedLoop, i64 as _c, when
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -160,13 +160,7 @@ class _Builder:
 
     def when(self, condition, emit) -> None:
         """Emit `emit()` under `condition`."""
-        b, fn = self.b, self.b.function
-        yes, done = fn.append_basic_block("when"), fn.append_basic_block("when.done")
-        b.cbranch(condition, yes, done)
-        b.position_at_end(yes)
-        emit()
-        b.branch(done)
-        b.position_at_end(done)
+        when(self.b, condition, emit)
 
     def minimum(self, x, y):
         return self.b.select(self.b.icmp_signed("<", x, y), x, y)
