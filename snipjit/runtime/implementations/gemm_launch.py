@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ...targets.llvm.gemm import MicroKernel
 
 from ...memory.solver import aligned_empty
-from ..parallel.native_threads import get_native_pool, native_call, scratchpads
+from ..parallel.native_threads import get_native_pool, native_call, runner, scratchpads
 from ..caches.object_cache import native_kernel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
@@ -205,17 +205,9 @@ class GemmLaunch:
     def __post_init__(self):
         address, fn = _compiled(self.kernel)   # (looked up once: launches are microseconds)
         pool = get_native_pool()
-        if pool is not None and self.repeats:
-            self.job = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
-                                    1, self.scratch.base, self.scratch.stride, parallel=self.threads > 1)
-            self._run = self.job.run
-        elif pool is not None and self.threads > 1:
-            self._run = functools.partial(pool.run, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
-                                          self.items, 1, self.scratch.base, self.scratch.stride)
-        else:
-            self._run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base or None)
         self.native_call = native_call(pool, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims),
                                        self.items, 1, self.scratch.base, self.scratch.stride, self.threads > 1)
+        self._run = runner(pool, self.native_call, fn, self.repeats)
 
     def run(self) -> None:
         """Compute the product (a method, so that `prepare(...).run()` keeps the arguments alive)."""

@@ -3,14 +3,13 @@ pixels over the native pool, each thread with its own scratchpad for a pixel's s
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...targets.llvm.lrn import DIMS, PTRS, LrnShape, lrn_module
 from ..caches.object_cache import native_kernel
-from ..parallel.native_threads import NativeCall, Scratchpads, get_native_pool, native_call, scratchpads
+from ..parallel.native_threads import NativeCall, Scratchpads, get_native_pool, native_call, runner, scratchpads
 from .gemm_launch import available
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # smaller tensors run on the calling thread
@@ -51,15 +50,10 @@ class LrnLaunch:
     def __post_init__(self):
         address, fn = _compiled(self.kernel)
         pool = get_native_pool()
-        parallel = pool is not None and self.threads > 1
         self.native_call: NativeCall = native_call(pool, address, ctypes.addressof(self.ptrs),
                                                    ctypes.addressof(self.dims), self.items, 0, self.scratch.base,
-                                                   self.scratch.stride, parallel)
-        if parallel:
-            self._run = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
-                                     0, self.scratch.base, self.scratch.stride).run
-        else:
-            self._run = functools.partial(fn, self.ptrs, self.dims, 0, self.items, self.scratch.base)
+                                                   self.scratch.stride, self.threads > 1)
+        self._run = runner(pool, self.native_call, fn, repeats=True)
 
     def run(self) -> None:
         self._run()

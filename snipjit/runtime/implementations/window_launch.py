@@ -15,14 +15,13 @@ slower than split by rows, Zen 4). A small job runs on the calling thread.
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...memory.solver import aligned_empty
 from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks, window_module
-from ..parallel.native_threads import get_native_pool, native_call
+from ..parallel.native_threads import get_native_pool, native_call, runner
 from ..caches.object_cache import native_kernel
 from .conv_launch import pixel_rows
 from .gemm_launch import available
@@ -136,17 +135,7 @@ class WindowLaunch:
         self.native_call = None if self.items == 0 else native_call(
             pool, address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items, self.grain,
             parallel=self.threads > 1)
-        if self.items == 0:
-            self._call = lambda: None
-        elif pool is not None and self.repeats:
-            self.job = pool.prepare(address, ctypes.addressof(self.ptrs), ctypes.addressof(self.dims), self.items,
-                                    self.grain, 0, 0, parallel=self.threads > 1)
-            self._call = self.job.run
-        elif pool is not None and self.threads > 1:
-            self._call = functools.partial(pool.run, address, ctypes.addressof(self.ptrs),
-                                           ctypes.addressof(self.dims), self.items, self.grain)
-        else:
-            self._call = functools.partial(fn, self.ptrs, self.dims, 0, self.items, None)
+        self._call = (lambda: None) if self.native_call is None else runner(pool, self.native_call, fn, self.repeats)
 
     def run(self) -> None:
         """Compute the operation into `out` (a method, so `prepare_...(...).run()` keeps the arguments

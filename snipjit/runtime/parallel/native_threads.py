@@ -86,6 +86,17 @@ def native_call(pool: "NativePool | None", fn: int, ptrs: int, dims: int, total:
     return NativeCall(fn, ptrs, dims, total, max(grain, 1), scratch or 0, stride, False)
 
 
+def runner(pool: "NativePool | None", call: NativeCall, fn, repeats: bool) -> Callable[[], object]:
+    """What runs `call`: a job prepared once when the launch `repeats` (a run costs a fifth of a
+    microsecond), else the pool's `run`, or `fn` (the kernel's ctypes function) on the calling thread."""
+    if pool is not None and repeats:
+        return pool.prepared(call).run
+    if call.pooled:
+        return functools.partial(pool.run, call.fn, call.ptrs, call.dims, call.total, call.grain, call.scratch,
+                                 call.stride)
+    return functools.partial(fn, call.ptrs, call.dims, 0, call.total, call.scratch or None)
+
+
 class JobSequence:
     """Native calls run one after another by one call into the pool's code (`jobs_run`): a program's
     consecutive kernel steps without Python between them. `keep` holds what their addresses point into."""
@@ -150,9 +161,12 @@ class NativePool:
                 stride: int = 0, parallel: bool = True) -> PreparedJob:
         """`run` with its arguments fixed (the arrays behind the addresses must outlive the job); not
         `parallel`: the job runs on the calling thread alone, with the first scratchpad."""
-        call = self.call(fn, ptrs, dims, total, grain, scratch, stride, parallel)
+        return self.prepared(self.call(fn, ptrs, dims, total, grain, scratch, stride, parallel))
+
+    def prepared(self, call: NativeCall) -> PreparedJob:
+        """`call` as a job prepared once, on the pool or (not `call.pooled`) on the calling thread."""
         words = (ctypes.c_int64 * 7)(*call.words()[1:])
-        entry = self._launch_job if parallel else self._inline_job
+        entry = self._launch_job if call.pooled else self._inline_job
         return PreparedJob(words, functools.partial(entry, self._state, words), call)   # (holding both alive)
 
     def call(self, fn: int, ptrs: int, dims: int, total: int, grain: int = 0, scratch: int = 0,
