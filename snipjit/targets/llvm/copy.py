@@ -2,8 +2,8 @@
 Expand, which NumPy expresses as views, and of a Concat into its output's slices.
 
 Shapes are collapsed to 4 dims by the caller. A work item is one innermost row (`KernelFunction` ABI,
-so the row range splits over the native pool): rows whose source is contiguous copy vector by vector,
-the others element by element.
+so the row range splits over the native pool): rows whose source is contiguous copy vector by vector
+(`_dense_row`), the others element by element.
 
 - ptrs: src, dst
 - dims: n0, n1, n2, n3, s0, s1, s2, s3 (source strides in elements), d (the destination's rows lie d
@@ -28,11 +28,49 @@ def _copy_function(name: str):
     return module, fn, b, (src, dst), (dims, begin, end)
 
 
+def _copy_vector(b: ir.IRBuilder, vec, elem, src_row, dst_row, at) -> None:
+    value = b.load(b.gep(src_row, [at], source_etype=elem), typ=vec, align=1)
+    b.store(value, b.gep(dst_row, [at], source_etype=elem), align=1)
+
+
+def _dense_row(b: ir.IRBuilder, elem, element_bytes: int, src_row, dst_row, n) -> None:
+    """Copy a contiguous row of `n` elements: 64-byte vectors, the last one ending at the row's end
+    (overlapping the one before: no lane masks, which AVX2 executes as slow vmaskmov); a row shorter than
+    64 bytes as two overlapping vectors of the widest size it holds (32, 16 or 8 bytes), and element by
+    element below that."""
+    fn = b.function
+    done = fn.append_basic_block("row.copied")
+    for size in (64, 32, 16, 8):
+        lanes = size // element_bytes
+        if lanes < 2:
+            break
+        vec = ir.VectorType(elem, lanes)
+        fits, shorter = fn.append_basic_block(f"v{size}"), fn.append_basic_block(f"below{size}")
+        b.cbranch(b.icmp_signed(">=", n, _c(lanes)), fits, shorter)
+        b.position_at_end(fits)
+        last = b.sub(n, _c(lanes))
+        if size == 64:
+            cols = CountedLoop(b, "vcol", _c(0), last, lanes)
+            cols.enter()
+            _copy_vector(b, vec, elem, src_row, dst_row, cols.index)
+            cols.leave()
+        else:
+            _copy_vector(b, vec, elem, src_row, dst_row, _c(0))
+        _copy_vector(b, vec, elem, src_row, dst_row, last)
+        b.branch(done)
+        b.position_at_end(shorter)
+    cols = CountedLoop(b, "col", _c(0), n, 1)
+    cols.enter()
+    _copy_vector(b, elem, elem, src_row, dst_row, cols.index)
+    cols.leave()
+    b.branch(done)
+    b.position_at_end(done)
+
+
 def copy_module(name: str, element_bytes: int) -> ir.Module:
     """The module defining kernel `name`, copying elements of `element_bytes` bytes."""
     elem = ir.IntType(8 * element_bytes)
     module, fn, b, (src, dst), (dims, begin, end) = _copy_function(name)
-    ptr = ir.PointerType()
     n0, n1, n2, n3, s0, s1, s2, s3, d = (b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i in range(9))
     contiguous = b.icmp_signed("==", s3, _c(1))
 
@@ -47,24 +85,8 @@ def copy_module(name: str, element_bytes: int) -> ir.Module:
     dense, strided, joined = (fn.append_basic_block(n) for n in ("dense", "strided", "joined"))
     b.cbranch(contiguous, dense, strided)
 
-    # dense rows: 64-byte vectors, the last one under a lane mask
     b.position_at_end(dense)
-    lanes = 64 // element_bytes
-    vec, mask_t = ir.VectorType(elem, lanes), ir.VectorType(ir.IntType(1), lanes)
-    suffix = f"v{lanes}i{8 * element_bytes}.p0"
-    load = ir.Function(module, ir.FunctionType(vec, [ptr, ir.IntType(32), mask_t, vec]), f"llvm.masked.load.{suffix}")
-    store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, ir.IntType(32), mask_t]),
-                        f"llvm.masked.store.{suffix}")
-    lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    cols = CountedLoop(b, "vcol", _c(0), n3, lanes)
-    cols.enter()
-    left = b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), b.sub(n3, cols.index), ir.Constant(ir.IntType(32), 0))
-    left = b.shuffle_vector(left, left, ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-    mask = b.icmp_signed("<", lane_ids, left)
-    align = ir.Constant(ir.IntType(32), element_bytes)
-    value = b.call(load, [b.gep(src_row, [cols.index], source_etype=elem), align, mask, ir.Constant(vec, None)])
-    b.call(store, [value, b.gep(dst_row, [cols.index], source_etype=elem), align, mask])
-    cols.leave()
+    _dense_row(b, elem, element_bytes, src_row, dst_row, n3)
     b.branch(joined)
 
     b.position_at_end(strided)

@@ -104,3 +104,18 @@ def test_a_split_copies_each_part_once_into_its_output():
     assert all(np.shares_memory(v, x) for v in views)
     copies = opdef.reference(opdef.context(node, with_values=False), x, node.inputs[1].data)
     assert not any(np.shares_memory(c, x) for c in copies) and all(c.flags.c_contiguous for c in copies)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.int64])
+def test_dense_rows_of_every_length_copy_whole(dtype):
+    """Rows whose source is contiguous copy as vectors, the last one overlapping (or, shorter than a vector,
+    two overlapping narrower ones, then element by element): every length up to past two 64-byte vectors,
+    into a slice of a wider output (a Concat's), the elements around each row's slice untouched."""
+    size = np.dtype(dtype).itemsize
+    for length in range(1, 2 * 64 // size + 3):
+        rows = strided_copy.MIN_ELEMENTS // length + 2
+        x = (rng.standard_normal((rows, length)) * 50).astype(dtype)
+        wide = np.zeros((rows, length + 2), dtype)
+        strided_copy.prepare_slice(x, wide, 1, 1).run()
+        np.testing.assert_array_equal(wide[:, 1:1 + length], x, err_msg=f"length {length}")
+        assert not wide[:, 0].any() and not wide[:, -1].any(), f"length {length} wrote outside its rows"
