@@ -7,6 +7,7 @@ from .decompose_reductions import DecomposeReductions
 from .convert_constants_to_scalars import ConvertConstantsToScalars
 from .convert_matmul_to_brgemm import ConvertMatMulToBrgemm
 from .fuse_transpose_brgemm import FuseTransposeBrgemm
+from .split_dimension_m import SplitDimensionM
 from .convert_div_to_mul import ConvertDivToMul
 from .convert_power_to_powerstatic import ConvertPowerToPowerStatic
 from .eliminate_identity_arithmetic import EliminateIdentityArithmetic
@@ -15,7 +16,7 @@ from ..pass_manager import PassPipeline, PositionedPass
 
 def data_flow_pipeline(extra: list[PositionedPass] = ()) -> PassPipeline:
     # reductions first: their axis attributes refer to the ranks before canonicalization pads them
-    pipeline = PassPipeline([ConvertMatMulToBrgemm(), FuseTransposeBrgemm(), DecomposeReductions(),
+    pipeline = PassPipeline([ConvertMatMulToBrgemm(), FuseTransposeBrgemm(), SplitDimensionM(), DecomposeReductions(),
                              Canonicalization(), ConvertConstantsToScalars(), ConvertPowerToPowerStatic(),
                              ConvertDivToMul(), EliminateIdentityArithmetic()])
     for p in extra:

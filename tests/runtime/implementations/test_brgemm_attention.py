@@ -9,7 +9,9 @@ import pytest
 import snipjit
 from snipjit import parse_graph
 from snipjit.runtime.implementations import attention, gemm_launch
+from snipjit.runtime.caches import kernel_cache
 from snipjit.snippets import subgraph_compiler
+from snipjit.snippets.dataflow import split_dimension_m
 from snipjit.runtime.implementations.brgemm_attention import BrgemmAttention
 from sample_graphs import attention_block
 
@@ -40,11 +42,19 @@ def on_the_brgemm_kernel(step, monkeypatch):
     return kernel
 
 
-@pytest.fixture(params=["block of rows", "one row"])
+@pytest.fixture(params=["a head's rows", "blocks of rows", "one row"])
 def rows_per_iteration(request, monkeypatch):
-    """A head's rows per iteration of the kernel (its scores in the scratchpad), or one row (longer blocks)."""
+    """A head's rows per iteration of the kernel (its scores in the scratchpad); blocks of them (SplitDimensionM,
+    longer heads: here past 600 scores, into blocks of at least 2 rows); or one row (no block divides them).
+    The kernels compiled under other limits are not in the kernel cache."""
+    monkeypatch.setattr(kernel_cache, "_cache", kernel_cache.KernelCache(None))
+    if request.param == "blocks of rows":
+        monkeypatch.setattr(split_dimension_m, "ROW_BLOCK_ELEMENTS", 600)
+        monkeypatch.setattr(split_dimension_m, "MIN_ROWS", 2)
     if request.param == "one row":
         monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 0)
+        monkeypatch.setattr(split_dimension_m, "ROW_BLOCK_ELEMENTS", 0)
+    return request.param
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -59,6 +69,11 @@ def test_soft_capped_blocks_run_on_brgemms(level, monkeypatch, rows_per_iteratio
         x = feeds(rng, batch, seq, 96, causal)
         np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
     assert len(kernel.launches) == 3 and all(launch is not None for launch in kernel.launches.values())
+    masters = [launch.compiled.master_shape for launch in kernel.launches.values()]
+    expected = {"a head's rows": [(1, 3, 7, 7), (2, 3, 50, 50), (1, 3, 129, 129)],
+                "blocks of rows": [(1, 3, 7, 7), (2, 3, 5, 10, 50), (1, 3, 43, 3, 129)],   # 50 = 5·10, 129 = 43·3
+                "one row": [(1, 3, 7, 7), (2, 3, 50, 50), (1, 3, 129, 129)]}
+    assert masters == expected[rows_per_iteration]
 
 
 @pytest.mark.parametrize("size", [18, 30])   # not whole vectors at any level
