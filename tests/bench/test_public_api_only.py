@@ -15,6 +15,7 @@ STAGE_SCRIPTS = {
     "window.py": "times the channels-last depthwise-convolution and pooling kernels",
     "conv.py": "times the channels-last convolution kernels (f32 and int8) layer by layer",
     "runtime_acceptance.py": "counts the kernel cache's hits and misses, and times model loading alone",
+    "attention_blocks.py": "times the Brgemm attention kernel with and without SplitDimensionM's row blocks",
 }
 
 

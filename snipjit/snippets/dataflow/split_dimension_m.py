@@ -7,9 +7,9 @@ iteration, streaming Kᵀ and V once per row. Past `ROW_BLOCK_ELEMENTS` scores, 
 divisor of M whose block fits, the master shape ends [.., M / m, m, keys]: a block of m rows per
 iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed by a BrgemmCopyB
 would then be packed once per block: callers give Kᵀ itself instead (packed per block of 64 rows, 1,024
-keys took twice as long). Measured on a soft-capped block of 12 heads of 64 (Zen 4, AVX-512, 2 threads):
-2,048 keys 84.7 ms against 341 ms a row at a time, 4,096 keys 384 ms against 1,430, as fast as the
-attention kernel's 82.3 and 385 ms; blocks of 64K scores were 1.6x slower than blocks of 256K.
+keys took twice as long). `bench.attention_blocks` (a soft-capped block of 12 heads of 64, Zen 4, AVX-512,
+2 threads): 2,048 keys 83.4 ms against 324 ms a row at a time, 4,096 keys 389 against 1,385 ms, as fast as
+the attention kernel's 80.5 and 390 ms; blocks of 64K scores were 1.6x slower than blocks of 256K.
 
 Every value carrying rows (the A operands, the products, what the scores become, and the masks with a dim
 of rows) has its dim -2 split; the others (Kᵀ, V, masks broadcast over rows) get a dim of 1 there, so
