@@ -8,8 +8,8 @@ cap on the scores (30·tanh(s / 30)) and an additive key mask: the attention ker
 snipjit runs it on the Snippets kernel with Brgemms. Engines, in this one process, alternated round by round,
 each timed for a fixed time per round (the figure: the median over rounds, in milliseconds per call):
 - `blocks`: as compiled (past 256K scores a head, blocks of query rows per iteration);
-- `row`: SplitDimensionM off (`ROW_BLOCK_ELEMENTS` past any head), as before it: a head's rows per iteration
-  up to 1M scores, else a row per iteration;
+- `row`: SplitDimensionM off (no block has `MIN_ROWS` rows), as before it: a head's rows per iteration up to
+  1M scores, else a row per iteration;
 - `attention`: the same block without the cap on the attention kernel (a reference for the machine);
 - `unfused`: the capped block node by node (`mha=False`; up to 1,024 tokens, past that its scores take GBs).
 """
@@ -55,18 +55,23 @@ def engines(seq: int) -> dict:
     feeds = {n: rng.standard_normal((1, seq, HEADS * SIZE), dtype=np.float32) for n in "qkv"}
     feeds["mask"] = np.where(rng.random((1, 1, 1, seq)) < 0.1, -1e9, 0).astype(np.float32)
     made = {}
-    variants = [("blocks", True, {}, split_dimension_m.ROW_BLOCK_ELEMENTS), ("row", True, {}, 1 << 62),
-                ("attention", False, {}, split_dimension_m.ROW_BLOCK_ELEMENTS)]
+    default = split_dimension_m.MIN_ROWS
+    variants = [("blocks", True, {}, default), ("row", True, {}, 1 << 62), ("attention", False, {}, default)]
     if seq <= UNFUSED_MAX:
-        variants.append(("unfused", True, {"mha": False}, split_dimension_m.ROW_BLOCK_ELEMENTS))
-    default = split_dimension_m.ROW_BLOCK_ELEMENTS
-    for name, cap, options, limit in variants:
-        split_dimension_m.ROW_BLOCK_ELEMENTS = limit
+        variants.append(("unfused", True, {"mha": False}, default))
+
+    def run(request, min_rows: int) -> None:   # (the kernel also asks at run time, to pick its core)
+        split_dimension_m.MIN_ROWS = min_rows
+        try:
+            request.run(feeds)
+        finally:
+            split_dimension_m.MIN_ROWS = default
+
+    for name, cap, options, min_rows in variants:
         kernel_cache._cache = kernel_cache.KernelCache(None)
         request = snipjit.compile(snipjit.parse_graph(block_text(seq, cap)), **options).create_request()
-        request.run(feeds)   # compiles the kernel for these shapes
-        made[name] = lambda r=request: r.run(feeds)
-    split_dimension_m.ROW_BLOCK_ELEMENTS = default
+        run(request, min_rows)   # compiles the kernel for these shapes
+        made[name] = lambda r=request, m=min_rows: run(r, m)
     return made
 
 

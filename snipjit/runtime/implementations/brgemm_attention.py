@@ -11,10 +11,9 @@ Snippets compiler: ConvertMatMulToBrgemm makes both products Brgemm expressions 
 FuseTransposeBrgemm makes the head split of Q and V and the head merge of the result layouts, so the
 kernel reads the projections and writes the merged heads in place. The kernel computes all query rows of
 a head per iteration of its domain, their scores in the thread's scratchpad, reading Kᵀ from K's rows
-through a BrgemmCopyB that packs it once per head; past `split_dimension_m.ROW_BLOCK_ELEMENTS` scores a
-head, SplitDimensionM makes that a block of rows per iteration, and Kᵀ is copied here once instead (packed
-per block it would cost as much as the product); with no block of rows to split, past BLOCK_ELEMENTS, a
-row per iteration. Kernels are compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot
+through a BrgemmCopyB that packs it once per head; past `subgraph_compiler.BLOCK_ELEMENTS` scores a head,
+SplitDimensionM makes that a block of rows per iteration, and Kᵀ is copied here once instead (packed per
+block it would cost as much as the product); with no block of rows to split, a row per iteration. Kernels are compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot
 take (grouped query heads, masks that widen the batch) runs node by node (the reference kernel).
 """
 from __future__ import annotations
@@ -31,7 +30,6 @@ from ...ir.graph import Graph, Node, TensorType
 from ...ir.dtypes import dtype as to_dtype
 from ...passes.tokenize import make_body
 from ...passes.tokenize_mha import MHAMatch
-from ...snippets import subgraph_compiler
 from ...snippets.dataflow.split_dimension_m import row_block
 from ...snippets.subgraph_compiler import CompiledSnippet
 from .attention import AttentionKernel, apply_views, describe, operand_sources, output_view, shapes_through
@@ -151,7 +149,7 @@ class BrgemmAttention(Kernel):
         except ValueError:
             return None
         keys = kt.shape[-1]
-        core = self.cores[row_block(rows, keys) == rows and rows * keys <= subgraph_compiler.BLOCK_ELEMENTS]
+        core = self.cores[row_block(rows, keys) == rows]
         kt = k if core is packed else kt
         if groups:   # key and value heads shared by query heads
             return None

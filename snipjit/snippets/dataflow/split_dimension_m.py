@@ -2,14 +2,15 @@
 [M / m, m], so the kernel computes a block of m rows per iteration of its parallel domain.
 
 A body with Brgemms runs all the rows of a head per iteration, its scores (M × keys) in the thread's
-scratchpad (`subgraph_compiler.brgemm_rows`); past `subgraph_compiler.BLOCK_ELEMENTS` it ran a row per
-iteration, streaming Kᵀ and V once per row. Past `ROW_BLOCK_ELEMENTS` scores, split with m the largest
-divisor of M whose block fits, the master shape ends [.., M / m, m, keys]: a block of m rows per
-iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed by a BrgemmCopyB
+scratchpad (`subgraph_compiler.brgemm_rows`); past `subgraph_compiler.BLOCK_ELEMENTS` (1M scores) it ran a
+row per iteration, streaming Kᵀ and V once per row. There, split with m the largest divisor of M whose
+block of scores fits `ROW_BLOCK_ELEMENTS`, the master shape ends [.., M / m, m, keys]: a block of m rows
+per iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed by a BrgemmCopyB
 would then be packed once per block: callers give Kᵀ itself instead (packed per block of 64 rows, 1,024
 keys took twice as long). `bench.attention_blocks` (a soft-capped block of 12 heads of 64, Zen 4, AVX-512,
-2 threads): 2,048 keys 83.4 ms against 324 ms a row at a time, 4,096 keys 389 against 1,385 ms, as fast as
-the attention kernel's 80.5 and 390 ms; blocks of 64K scores were 1.6x slower than blocks of 256K.
+2 threads): 2,048 keys 82.3 ms against 298 ms a row at a time, 4,096 keys 365 against 1,008 ms, as fast as
+the attention kernel's 79.9 and 378 ms; blocks of 64K scores were 1.6x slower than blocks of 256K, and
+at 1,024 keys blocks of 256 rows 4% slower than the whole head (21.2 against 20.4 ms).
 
 Every value carrying rows (the A operands, the products, what the scores become, and the masks with a dim
 of rows) has its dim -2 split; the others (Kᵀ, V, masks broadcast over rows) get a dim of 1 there, so
@@ -33,11 +34,13 @@ AXIS_OPS = REDUCE_OPS | NORMALIZATION_OPS   # (along the innermost axis, as the 
 
 
 def row_block(rows: int, keys: int) -> int | None:
-    """The rows of a block for M = `rows` and `keys` scores per row: all of them when they fit
-    ROW_BLOCK_ELEMENTS, else the largest divisor of `rows` that fits, None when that is below MIN_ROWS."""
-    if rows * keys <= ROW_BLOCK_ELEMENTS:
+    """The rows of a block for M = `rows` and `keys` scores per row: all of them when their scores fit the
+    kernel's block (`subgraph_compiler.BLOCK_ELEMENTS`), else the largest divisor of `rows` whose scores fit
+    ROW_BLOCK_ELEMENTS, None when that is below MIN_ROWS."""
+    from .. import subgraph_compiler   # (which runs this pass)
+    if rows * keys <= subgraph_compiler.BLOCK_ELEMENTS:
         return rows
-    fitting = max(1, ROW_BLOCK_ELEMENTS // max(keys, 1))
+    fitting = max(1, min(ROW_BLOCK_ELEMENTS, subgraph_compiler.BLOCK_ELEMENTS) // max(keys, 1))
     m = max(d for d in range(1, min(rows, fitting) + 1) if rows % d == 0)
     return m if m >= MIN_ROWS else None
 

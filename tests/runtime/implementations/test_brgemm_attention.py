@@ -49,6 +49,7 @@ def rows_per_iteration(request, monkeypatch):
     The kernels compiled under other limits are not in the kernel cache."""
     monkeypatch.setattr(kernel_cache, "_cache", kernel_cache.KernelCache(None))
     if request.param == "blocks of rows":
+        monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 600)
         monkeypatch.setattr(split_dimension_m, "ROW_BLOCK_ELEMENTS", 600)
         monkeypatch.setattr(split_dimension_m, "MIN_ROWS", 2)
     if request.param == "one row":

@@ -6,6 +6,7 @@ import pytest
 
 from snipjit import parse_graph
 from snipjit.ops.interpreter import run_graph_reference
+from snipjit.snippets import subgraph_compiler
 from snipjit.snippets.dataflow import split_dimension_m
 from snipjit.snippets.dataflow.convert_matmul_to_brgemm import ConvertMatMulToBrgemm
 from snipjit.snippets.dataflow.fuse_transpose_brgemm import FuseTransposeBrgemm
@@ -27,7 +28,8 @@ MASKED = """graph(q: f32[2,3,12,8], kt: f32[2,3,8,12], v: f32[2,3,12,5], mask: f
 
 @pytest.fixture
 def blocks(monkeypatch):
-    """Blocks of at most 50 scores and at least 2 rows: 12 rows of 12 keys split by 4."""
+    """Heads past 50 scores split into blocks of at most 50 scores and at least 2 rows: 12 rows of 12 keys by 4."""
+    monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 50)
     monkeypatch.setattr(split_dimension_m, "ROW_BLOCK_ELEMENTS", 50)
     monkeypatch.setattr(split_dimension_m, "MIN_ROWS", 2)
 
@@ -88,7 +90,7 @@ def test_heads_whose_scores_fit_stay_whole():
 
 
 def test_row_blocks():
-    assert row_block(512, 512) == 512                       # 256K scores: the whole head
-    assert row_block(1024, 1024) == 256                     # 256K scores a block
+    assert row_block(1024, 1024) == 1024                    # 1M scores: the whole head
+    assert row_block(2048, 2048) == 128                     # 256K scores a block
     assert row_block(1500, 1500) == 150                     # the largest divisor that fits
     assert row_block(4099, 4099) is None                    # prime: blocks of one row would repack Kᵀ per row
