@@ -299,8 +299,6 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     inside = {o for n in q_views + k_views + v_views + ([split] if split else []) for o in n.outputs}
     if any(m in inside for m in between.adds + [between.keep]):
         return None
-    if between.others and any(n.op == "Expand" for n in k_views + v_views):
-        return None   # key/value heads repeated for query heads: the Brgemm kernel does not take them
     return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, between.scale * q_factor * k_factor,
                     mask, mask2, between.keep, between.fill, between.inverted, between.kept_first, between.nodes,
                     out_views, split, safe, between.others, q_factor * k_factor)

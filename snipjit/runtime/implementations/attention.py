@@ -69,10 +69,12 @@ def _perm(node: Node, rank: int) -> list[int]:
     return list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
 
 
-def apply_views(a: np.ndarray, views: Sequence[Node], groups: list[int] | None = None) -> np.ndarray:
+def apply_views(a: np.ndarray, views: Sequence[Node], groups: list[int] | None = None,
+                copies: bool = False) -> np.ndarray:
     """The block's movement ops on `a`, as views (its scalings are the kernel's scale). With `groups`, the
     repetition of each key/value head for a group of query heads (grouped-query attention: Unsqueeze,
-    Expand, then a Reshape merging the copies into the heads) is left out, its group size appended."""
+    Expand, then a Reshape merging the copies into the heads) is left out, its group size appended; with
+    `copies`, a Reshape that cannot be a view (that one) copies."""
     for node in views:
         if node.op == "Transpose":
             a = a.transpose(_perm(node, a.ndim))
@@ -83,6 +85,8 @@ def apply_views(a: np.ndarray, views: Sequence[Node], groups: list[int] | None =
             if repeated:
                 groups.append(a.shape[2])
                 a = a[:, :, 0]
+            elif copies:
+                a = a.reshape(_reshape_dims(a, target, allowzero))
             else:
                 a = _reshaped(a, target, allowzero)
         elif node.op == "Unsqueeze":

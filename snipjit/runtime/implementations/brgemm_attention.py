@@ -13,8 +13,11 @@ kernel reads the projections and writes the merged heads in place. The kernel co
 a head per iteration of its domain, their scores in the thread's scratchpad, reading Kᵀ from K's rows
 through a BrgemmCopyB that packs it once per head; past `subgraph_compiler.BLOCK_ELEMENTS` scores a head,
 SplitDimensionM makes that a block of rows per iteration, and Kᵀ is copied here once instead (packed per
-block it would cost as much as the product); with no block of rows to split, a row per iteration. Kernels are compiled per input shapes (a Brgemm's own dims are static). What the kernel cannot
-take (grouped query heads, masks that widen the batch) runs node by node (the reference kernel).
+block it would cost as much as the product); with no block of rows to split, a row per iteration. Key and
+value heads shared by groups of query heads (grouped-query attention, Gemma 2's soft-capped blocks) are
+read from copies with each head repeated for its group. Kernels are compiled per input shapes (a Brgemm's
+own dims are static). What the kernel cannot take (masks that widen the batch) runs node by node (the
+reference kernel).
 """
 from __future__ import annotations
 
@@ -140,10 +143,9 @@ class BrgemmAttention(Kernel):
         m, packed = self.block, self.cores[True]   # (both cores read Q and V alike; K up to its Kᵀ)
         try:
             sources = operand_sources(m, self.slot, inputs)
-            groups: list[int] = []
             q = apply_views(sources[id(m.q)], packed.q_views)
-            k = apply_views(sources[id(m.k)], packed.k_views, groups)
-            v = apply_views(sources[id(m.v)], packed.v_views)
+            k = apply_views(sources[id(m.k)], packed.k_views, copies=True)   # (heads repeated for groups: copied)
+            v = apply_views(sources[id(m.v)], packed.v_views, copies=True)
             rows = apply_views(q, m.q_views[len(packed.q_views):]).shape[-2]
             kt = apply_views(k, m.k_views[len(packed.k_views):])
         except ValueError:
@@ -151,8 +153,6 @@ class BrgemmAttention(Kernel):
         keys = kt.shape[-1]
         core = self.cores[row_block(rows, keys) == rows]
         kt = k if core is packed else kt
-        if groups:   # key and value heads shared by query heads
-            return None
         q = q * np.float32(m.operand_scale) if m.operand_scale != 1.0 else q
         arrays = [np.ascontiguousarray(a) for a in (q, kt, v, *(inputs[self.slot[id(x)]] for x in self.masks))]
         launch = self._launch_for(core, arrays)

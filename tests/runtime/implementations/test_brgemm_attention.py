@@ -1,8 +1,8 @@
 """Attention blocks on the Snippets kernel with Brgemms, through the public API at every ISA level: blocks
 with ops the attention kernel lacks (a soft cap on the scores, causal or not) and blocks whose head size
 the attention kernel refuses, against the unfused graph, for several batch and sequence sizes, with a
-head's rows per iteration and one row; and what the path does not take (grouped query heads) running
-node by node."""
+head's rows per iteration, blocks of rows and one row; and key/value heads shared by groups of query
+heads."""
 import numpy as np
 import pytest
 
@@ -120,8 +120,9 @@ def grouped_heads(scores_to_p: str) -> str:
     }}"""
 
 
-def test_grouped_query_heads_run_node_by_node():
-    """Key/value heads shared by several query heads (Unsqueeze, Expand, Reshape): the reference."""
+def test_grouped_query_heads_run_on_copies_of_the_shared_heads(level):
+    """Key/value heads shared by several query heads (Unsqueeze, Expand, Reshape): the kernel reads copies of
+    them repeated for their groups (the attention kernel's fallback, called here)."""
     text = grouped_heads("""const scale: f32[] = 0.3
       [ss] = Mul(s, scale)
       [p] = Softmax(ss) {axis = -1}""")
@@ -131,16 +132,21 @@ def test_grouped_query_heads_run_node_by_node():
     x = {"q": rng.standard_normal((1, 4, 5, 8), dtype=np.float32),
          **{n: rng.standard_normal((1, 2, 5, 8), dtype=np.float32) for n in "kv"}}
     brgemm = step.kernel.fallback
+    brgemm.reference = None   # (a fall back to node by node would fail)
     np.testing.assert_allclose(brgemm([x[n] for n in "qkv"])[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
-    assert not brgemm.launches   # (its result came from the reference)
+    assert [launch is not None for launch in brgemm.launches.values()] == [True]
 
 
-def test_soft_capped_blocks_with_grouped_query_heads_stay_unfused():
-    """Gemma 2 caps the scores and shares key/value heads: the Brgemm kernel does not take repeated heads,
-    so the block is not collected (its products stay BLAS products, not a node-by-node run)."""
+def test_soft_capped_blocks_with_grouped_query_heads_run_on_brgemms(level, monkeypatch):
+    """Gemma 2 caps the scores and shares key/value heads: one block on the Brgemm kernel."""
     text = grouped_heads("""const cap: f32[] = 5.0
       [sd] = Div(s, cap)
       [st] = Tanh(sd)
       [p] = Softmax(st) {axis = -1}""")
-    model = snipjit.compile(parse_graph(text))
-    assert not [s for s in model.plan if "Softmax" in s.ops and "MatMul" in s.ops]
+    fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
+    kernel = on_the_brgemm_kernel(block_step(fused), monkeypatch)
+    rng = np.random.default_rng(5)
+    x = {"q": rng.standard_normal((1, 4, 5, 8), dtype=np.float32),
+         **{n: rng.standard_normal((1, 2, 5, 8), dtype=np.float32) for n in "kv"}}
+    np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
+    assert [launch is not None for launch in kernel.launches.values()] == [True]
