@@ -3,6 +3,8 @@ with ops the attention kernel lacks (a soft cap on the scores, causal or not) an
 the attention kernel refuses, against the unfused graph, for several batch and sequence sizes, with a
 head's rows per iteration, blocks of rows and one row; and key/value heads shared by groups of query
 heads."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -150,3 +152,44 @@ def test_soft_capped_blocks_with_grouped_query_heads_run_on_brgemms(level, monke
          **{n: rng.standard_normal((1, 2, 5, 8), dtype=np.float32) for n in "kv"}}
     np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-5, atol=1e-6)
     assert [launch is not None for launch in kernel.launches.values()] == [True]
+
+
+def test_an_exported_gemma2_runs_each_block_as_one_step(tmp_path, monkeypatch):
+    """transformers' Gemma 2 (soft-capped scores, 4 query heads sharing 2 key/value heads), exported by
+    torch.onnx.export with random weights: each layer's block one step on the Brgemm kernel, matching torch."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Gemma2Config(
+        vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, max_position_embeddings=256, attn_logit_softcapping=50.0,
+        final_logit_softcapping=None, sliding_window=64, attn_implementation="eager")
+    torch.manual_seed(0)
+    gemma = transformers.Gemma2Model(config).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gemma = gemma
+
+        def forward(self, ids, mask):
+            return self.gemma(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    rng = np.random.default_rng(0)
+    ids = torch.from_numpy(rng.integers(0, 500, (1, 40)))
+    path = tmp_path / "gemma2.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (the TorchScript exporter's deprecation and tracer warnings)
+        torch.onnx.export(Hidden().eval(), (ids, torch.ones_like(ids)), str(path), input_names=["ids", "mask"],
+                          output_names=["y"], dynamic_axes={"ids": {1: "seq"}, "mask": {1: "seq"}, "y": {1: "seq"}},
+                          opset_version=17, dynamo=False)
+    model = snipjit.compile(str(path))
+    blocks = [s for s in model.plan if "Softmax" in s.ops]
+    assert len(blocks) == 2 and all(isinstance(s.kernel, BrgemmAttention) for s in blocks)
+    for s in blocks:
+        monkeypatch.setattr(s.kernel, "reference", None)   # (the results below are the kernel's)
+    for seq in (40, 23):
+        ids = rng.integers(0, 500, (1, seq))
+        with torch.no_grad():
+            want = gemma(input_ids=torch.from_numpy(ids), attention_mask=torch.ones(1, seq, dtype=torch.int64))
+        got = model.run({"ids": ids, "mask": np.ones((1, seq), np.int64)})[0]
+        np.testing.assert_allclose(got, want.last_hidden_state.numpy(), rtol=1e-4, atol=1e-4)
