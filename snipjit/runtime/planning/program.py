@@ -24,6 +24,7 @@ from ...memory.solver import BufferRequest, MemoryPlan, solve_buffer_memory
 from .resolver import Resolution, resolve
 
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+BROADCAST_OPS = frozenset({"Expand", "Tile"})   # views at a signature where they copy nothing (a reshape)
 SMALL_OUTPUT = 4096   # elements: outputs this small are allocated by the kernel, not planned
 
 
@@ -43,6 +44,15 @@ class Step:
     @property
     def is_view(self) -> bool:
         return self.node.op in VIEW_OPS and len(self.out_slots) == 1
+
+    def is_view_at(self, types: list) -> bool:
+        """A view at these resolved types: a reshape-like op, or a broadcast that repeats nothing (an
+        Expand to the input's own size, as exporters write one for shapes they cannot know)."""
+        out = types[self.out_slots[0]] if len(self.out_slots) == 1 else None
+        if out is None or not (self.is_view or self.node.op in BROADCAST_OPS):
+            return False
+        x = types[self.in_slots[0]]
+        return self.is_view or (x is not None and x.dtype == out.dtype and _numel(x) == _numel(out))
 
     def __repr__(self) -> str:
         return f"Step({self.kind}: {'+'.join(self.ops)} -> {', '.join(o.name for o in self.node.outputs)})"
@@ -162,7 +172,7 @@ class Program:
         for i, step in enumerate(self.steps):
             if i in res.skipped:
                 modes.append("skip")
-            elif step.is_view and types[step.out_slots[0]] is not None:
+            elif step.is_view_at(types):
                 view_of[step.out_slots[0]] = step.in_slots[0]
                 modes.append("view")
             elif all(types[s] is not None for s in step.out_slots):

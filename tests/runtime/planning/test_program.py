@@ -161,6 +161,25 @@ def test_view_inside_the_graph_takes_no_arena_space(op):
     assert np.shares_memory(bound.slots[v], bound.arena)
 
 
+@pytest.mark.parametrize("shape, view", [((1, 1, 16, 8), True), ((1, 1, 1, 8), True), ((3, 1, 16, 8), False)])
+def test_a_broadcast_that_repeats_nothing_at_a_signature_is_a_view(shape, view):
+    """An Expand to a shape computed at run time (as exporters write masks): where it repeats nothing, it is a
+    reshape of its input; where it does repeat, it runs."""
+    g = snipjit.parse_graph("""graph(x: f32[1,n,8], z: f32[p,q,r,t]) -> [y] {
+      [a] = Relu(x)
+      [s] = Shape(z)
+      [e] = Expand(a, s)
+      [y] = Neg(e)
+    }""")
+    cm = snipjit.compile(g, fuse=False)
+    x = randn(1, 16, 8)
+    y, = cm.run({"x": x, "z": np.zeros(shape, np.float32)})
+    np.testing.assert_array_equal(y, -np.broadcast_to(np.maximum(x, 0), np.broadcast_shapes(x.shape, shape)))
+    plan = next(iter(cm.program.plans().values()))
+    assert (plan.modes[[s.node.op for s in cm.program.steps].index("Expand")] == "view") == view
+    assert (slot_of(cm, "e") in plan.view_of) == view
+
+
 def test_views_of_views_resolve_to_one_root():
     g = snipjit.parse_graph("""graph(x: f32[4,16,128]) -> [y] {
       const ax: i64[1] = [0]
