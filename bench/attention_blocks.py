@@ -50,22 +50,22 @@ def engines(seq: int) -> dict:
     """name -> a function running one call (each engine compiled with its own kernel cache)."""
     import snipjit
     from snipjit.runtime.caches import kernel_cache
-    from snipjit.snippets.dataflow import split_dimension_m
+    from snipjit.snippets import brgemm_blocks
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal((1, seq, HEADS * SIZE), dtype=np.float32) for n in "qkv"}
     feeds["mask"] = np.where(rng.random((1, 1, 1, seq)) < 0.1, -1e9, 0).astype(np.float32)
     made = {}
-    default = split_dimension_m.MIN_ROWS
+    default = brgemm_blocks.MIN_ROWS
     variants = [("blocks", True, {}, default), ("row", True, {}, 1 << 62), ("attention", False, {}, default)]
     if seq <= UNFUSED_MAX:
         variants.append(("unfused", True, {"mha": False}, default))
 
     def run(request, min_rows: int) -> None:   # (the kernel also asks at run time, to pick its core)
-        split_dimension_m.MIN_ROWS = min_rows
+        brgemm_blocks.MIN_ROWS = min_rows
         try:
             request.run(feeds)
         finally:
-            split_dimension_m.MIN_ROWS = default
+            brgemm_blocks.MIN_ROWS = default
 
     for name, cap, options, min_rows in variants:
         kernel_cache._cache = kernel_cache.KernelCache(None)

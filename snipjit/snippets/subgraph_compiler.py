@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir.graph import Graph
+from . import brgemm_blocks
 from .target_machine import KernelFunction, TargetMachine
 from .dataflow.pipeline import optimize_body
 from .generator import Generator
@@ -40,18 +41,16 @@ class CompiledSnippet:
                                [tuple(s) for s in meta["output_shapes"]], meta["linear_ir"], meta["scratch_rows"])
 
 
-BLOCK_ELEMENTS = 1 << 20   # the most elements of a block of rows a Brgemm writes to the scratchpad (4 MB)
-
-
 def brgemm_rows(body: Graph) -> bool:
     """Whether a body with Brgemms runs a block of rows per iteration of its parallel domain: all the rows
-    of its second-innermost dim, when they and the innermost are static and their block fits BLOCK_ELEMENTS
+    of its second-innermost dim, when they and the innermost are static and their block fits
+    `brgemm_blocks.BLOCK_ELEMENTS`
     (else a row per iteration, which streams B once per row: 2.5-4x slower for 512-1,024 keys)."""
     master = body.meta.get("master_shape", ())
     if len(master) < 2 or not any(n.op == "Brgemm" for n in body.nodes):
         return False
     rows, columns = master[-2], master[-1]
-    return isinstance(rows, int) and isinstance(columns, int) and rows * columns <= BLOCK_ELEMENTS
+    return isinstance(rows, int) and isinstance(columns, int) and rows * columns <= brgemm_blocks.BLOCK_ELEMENTS
 
 
 def compile_subgraph(body: Graph, target: TargetMachine, name: str = "kernel", loop_depth: int = 1,

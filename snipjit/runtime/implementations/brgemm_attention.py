@@ -11,7 +11,7 @@ Snippets compiler: ConvertMatMulToBrgemm makes both products Brgemm expressions 
 FuseTransposeBrgemm makes the head split of Q and V and the head merge of the result layouts, so the
 kernel reads the projections and writes the merged heads in place. The kernel computes all query rows of
 a head per iteration of its domain, their scores in the thread's scratchpad, reading Kᵀ from K's rows
-through a BrgemmCopyB that packs it once per head; past `subgraph_compiler.BLOCK_ELEMENTS` scores a head,
+through a BrgemmCopyB that packs it once per head; past `brgemm_blocks.BLOCK_ELEMENTS` scores a head,
 SplitDimensionM makes that a block of rows per iteration, and Kᵀ is copied here once instead (packed per
 block it would cost as much as the product); with no block of rows to split, a row per iteration. Key and
 value heads shared by groups of query heads (grouped-query attention, Gemma 2's soft-capped blocks) are
@@ -33,7 +33,7 @@ from ...ir.graph import Graph, Node, TensorType
 from ...ir.dtypes import dtype as to_dtype
 from ...passes.tokenize import make_body
 from ...passes.tokenize_mha import MHAMatch
-from ...snippets.dataflow.split_dimension_m import row_block
+from ...snippets.brgemm_blocks import row_block
 from ...snippets.subgraph_compiler import CompiledSnippet
 from .attention import AttentionKernel, apply_views, describe, operand_sources, output_view, shapes_through
 from .base import Kernel, ReferenceKernel

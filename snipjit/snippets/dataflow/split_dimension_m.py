@@ -2,9 +2,9 @@
 [M / m, m], so the kernel computes a block of m rows per iteration of its parallel domain.
 
 A body with Brgemms runs all the rows of a head per iteration, its scores (M × keys) in the thread's
-scratchpad (`subgraph_compiler.brgemm_rows`); past `subgraph_compiler.BLOCK_ELEMENTS` (1M scores) it ran a
+scratchpad (`subgraph_compiler.brgemm_rows`); past `brgemm_blocks.BLOCK_ELEMENTS` (1M scores) it ran a
 row per iteration, streaming Kᵀ and V once per row. There, split with m the largest divisor of M whose
-block of scores fits `ROW_BLOCK_ELEMENTS`, the master shape ends [.., M / m, m, keys]: a block of m rows
+block of scores fits `brgemm_blocks.ROW_BLOCK_ELEMENTS`, the master shape ends [.., M / m, m, keys]: a block of m rows
 per iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed by a BrgemmCopyB
 would then be packed once per block: callers give Kᵀ itself instead (packed per block of 64 rows, 1,024
 keys took twice as long). `bench.attention_blocks` (a soft-capped block of 12 heads of 64, Zen 4, AVX-512,
@@ -24,25 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.graph import Graph, Node, TensorType, Value
+from .. import brgemm_blocks
 from ..ops import BLOCK_OPS, DOMAIN
 from ..supported_ops import ELEMENTWISE_OPS, NORMALIZATION_OPS, REDUCE_OPS
 from ..pass_manager import BodyPass
 
-ROW_BLOCK_ELEMENTS = 1 << 18   # the most scores of a block of rows (1 MB, Zen 4's L2; measured below)
-MIN_ROWS = 8                   # fewer rows per block pack Kᵀ too often for the rows they serve
 AXIS_OPS = REDUCE_OPS | NORMALIZATION_OPS   # (along the innermost axis, as the tokenizer took them)
-
-
-def row_block(rows: int, keys: int) -> int | None:
-    """The rows of a block for M = `rows` and `keys` scores per row: all of them when their scores fit the
-    kernel's block (`subgraph_compiler.BLOCK_ELEMENTS`), else the largest divisor of `rows` whose scores fit
-    ROW_BLOCK_ELEMENTS, None when that is below MIN_ROWS."""
-    from .. import subgraph_compiler   # (which runs this pass)
-    if rows * keys <= subgraph_compiler.BLOCK_ELEMENTS:
-        return rows
-    fitting = max(1, min(ROW_BLOCK_ELEMENTS, subgraph_compiler.BLOCK_ELEMENTS) // max(keys, 1))
-    m = max(d for d in range(1, min(rows, fitting) + 1) if rows % d == 0)
-    return m if m >= MIN_ROWS else None
 
 
 def _keeps_shapes(node: Node) -> bool:
@@ -141,7 +128,7 @@ class SplitDimensionM(BodyPass):
         if any(s is None or len(s) < 2 or not all(isinstance(d, int) for d in s) for s in shapes):
             return False
         rows, keys = shapes[0][-2], shapes[0][-1]
-        m = row_block(rows, keys) if all(s[-2] == rows for s in shapes) else None
+        m = brgemm_blocks.row_block(rows, keys) if all(s[-2] == rows for s in shapes) else None
         if m is None or m == rows:
             return False
         carrying = _rows_values(body, rows)

@@ -10,10 +10,9 @@ import pytest
 
 import snipjit
 from snipjit import parse_graph
-from snipjit.runtime.implementations import attention, gemm_launch
+from snipjit.runtime.implementations import gemm_launch
 from snipjit.runtime.caches import kernel_cache
-from snipjit.snippets import subgraph_compiler
-from snipjit.snippets.dataflow import split_dimension_m
+from snipjit.snippets import brgemm_blocks
 from snipjit.runtime.implementations.brgemm_attention import BrgemmAttention
 from sample_graphs import attention_block
 
@@ -51,12 +50,12 @@ def rows_per_iteration(request, monkeypatch):
     The kernels compiled under other limits are not in the kernel cache."""
     monkeypatch.setattr(kernel_cache, "_cache", kernel_cache.KernelCache(None))
     if request.param == "blocks of rows":
-        monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 600)
-        monkeypatch.setattr(split_dimension_m, "ROW_BLOCK_ELEMENTS", 600)
-        monkeypatch.setattr(split_dimension_m, "MIN_ROWS", 2)
+        monkeypatch.setattr(brgemm_blocks, "BLOCK_ELEMENTS", 600)
+        monkeypatch.setattr(brgemm_blocks, "ROW_BLOCK_ELEMENTS", 600)
+        monkeypatch.setattr(brgemm_blocks, "MIN_ROWS", 2)
     if request.param == "one row":
-        monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 0)
-        monkeypatch.setattr(split_dimension_m, "ROW_BLOCK_ELEMENTS", 0)
+        monkeypatch.setattr(brgemm_blocks, "BLOCK_ELEMENTS", 0)
+        monkeypatch.setattr(brgemm_blocks, "ROW_BLOCK_ELEMENTS", 0)
     return request.param
 
 

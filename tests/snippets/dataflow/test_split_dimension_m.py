@@ -6,11 +6,10 @@ import pytest
 
 from snipjit import parse_graph
 from snipjit.ops.interpreter import run_graph_reference
-from snipjit.snippets import subgraph_compiler
-from snipjit.snippets.dataflow import split_dimension_m
+from snipjit.snippets import brgemm_blocks
 from snipjit.snippets.dataflow.convert_matmul_to_brgemm import ConvertMatMulToBrgemm
 from snipjit.snippets.dataflow.fuse_transpose_brgemm import FuseTransposeBrgemm
-from snipjit.snippets.dataflow.split_dimension_m import SplitDimensionM, row_block
+from snipjit.snippets.dataflow.split_dimension_m import SplitDimensionM
 from sample_graphs import head_split_block
 
 MASKED = """graph(q: f32[2,3,12,8], kt: f32[2,3,8,12], v: f32[2,3,12,5], mask: f32[2,1,1,12],
@@ -29,9 +28,9 @@ MASKED = """graph(q: f32[2,3,12,8], kt: f32[2,3,8,12], v: f32[2,3,12,5], mask: f
 @pytest.fixture
 def blocks(monkeypatch):
     """Heads past 50 scores split into blocks of at most 50 scores and at least 2 rows: 12 rows of 12 keys by 4."""
-    monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 50)
-    monkeypatch.setattr(split_dimension_m, "ROW_BLOCK_ELEMENTS", 50)
-    monkeypatch.setattr(split_dimension_m, "MIN_ROWS", 2)
+    monkeypatch.setattr(brgemm_blocks, "BLOCK_ELEMENTS", 50)
+    monkeypatch.setattr(brgemm_blocks, "ROW_BLOCK_ELEMENTS", 50)
+    monkeypatch.setattr(brgemm_blocks, "MIN_ROWS", 2)
 
 
 def split(text: str, fuse: bool = False):
@@ -87,10 +86,3 @@ def test_bodies_it_cannot_split_are_left_alone(blocks, text):
 def test_heads_whose_scores_fit_stay_whole():
     body, changed = split(MASKED)
     assert not changed
-
-
-def test_row_blocks():
-    assert row_block(1024, 1024) == 1024                    # 1M scores: the whole head
-    assert row_block(2048, 2048) == 128                     # 256K scores a block
-    assert row_block(1500, 1500) == 150                     # the largest divisor that fits
-    assert row_block(4099, 4099) is None                    # prime: blocks of one row would repack Kᵀ per row

@@ -13,7 +13,7 @@ import pytest
 
 from snipjit import parse_graph
 from snipjit.ops.interpreter import run_graph_reference
-from snipjit.snippets import subgraph_compiler
+from snipjit.snippets import brgemm_blocks
 from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.targets.llvm.target import LLVMTarget
 from sample_graphs import head_split_block
@@ -27,7 +27,7 @@ def rows_per_iteration(request, monkeypatch):
     """Every test twice: the Brgemms over all rows of the loop nests' row loop, and one row per iteration
     of the kernel's domain (what blocks too large for the cache get)."""
     if request.param == "one row":
-        monkeypatch.setattr(subgraph_compiler, "BLOCK_ELEMENTS", 0)
+        monkeypatch.setattr(brgemm_blocks, "BLOCK_ELEMENTS", 0)
     return request.param
 
 
