@@ -4,13 +4,14 @@
 A body with Brgemms runs all the rows of a head per iteration, its scores (M × keys) in the thread's
 scratchpad (`subgraph_compiler.brgemm_rows`); past `brgemm_blocks.BLOCK_ELEMENTS` (1M scores) it ran a
 row per iteration, streaming Kᵀ and V once per row. There, split with m the largest divisor of M whose
-block of scores fits `brgemm_blocks.ROW_BLOCK_ELEMENTS`, the master shape ends [.., M / m, m, keys]: a block of m rows
-per iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed by a BrgemmCopyB
-would then be packed once per block: callers give Kᵀ itself instead (packed per block of 64 rows, 1,024
-keys took twice as long). `bench.attention_blocks` (a soft-capped block of 12 heads of 64, Zen 4, AVX-512,
-2 threads): 2,048 keys 82.3 ms against 298 ms a row at a time, 4,096 keys 365 against 1,008 ms, as fast as
-the attention kernel's 79.9 and 378 ms; blocks of 64K scores were 1.6x slower than blocks of 256K, and
-at 1,024 keys blocks of 256 rows 4% slower than the whole head (21.2 against 20.4 ms).
+block of scores fits `brgemm_blocks.ROW_BLOCK_ELEMENTS`, the master shape ends [.., M / m, m, keys]: a
+block of m rows per iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed
+by a BrgemmCopyB would then be packed once per block: callers give Kᵀ itself instead (packed per block
+of 64 rows, 1,024 keys took twice as long). `bench.attention_blocks` (a soft-capped block of 12 heads of
+64, Zen 4, AVX-512, 2 threads): 2,048 keys 82.3 ms against 298 ms a row at a time, 4,096 keys 365
+against 1,008 ms, as fast as the attention kernel's 79.9 and 378 ms; blocks of 64K scores were 1.6x
+slower than blocks of 256K, and at 1,024 keys blocks of 256 rows 4% slower than the whole head (21.2
+against 20.4 ms).
 
 Every value carrying rows (the A operands, the products, what the scores become, and the masks with a dim
 of rows) has its dim -2 split; the others (Kᵀ, V, masks broadcast over rows) get a dim of 1 there, so
@@ -133,8 +134,8 @@ class SplitDimensionM(BodyPass):
             return False
         carrying = _rows_values(body, rows)
         values = list(body.values())
-        if carrying is None or any(id(v) in carrying and len(v.type.shape) < 2 for v in values):
-            return False
+        if carrying is None or any(id(v) in carrying and not _has_rows(v, rows) for v in values):
+            return False   # (a value computed from the rows without them at -2: a reduction dropping a dim)
         moved = {id(n): _axes_moved(n) for n in body.nodes if n.op in AXIS_OPS and not n.domain}
         if any(x is None for x in moved.values()):
             return False
