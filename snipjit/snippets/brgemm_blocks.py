@@ -3,7 +3,7 @@ whole block of rows (`subgraph_compiler.brgemm_rows`), or blocks of its rows (`S
 from __future__ import annotations
 
 BLOCK_ELEMENTS = 1 << 20       # the most scores of a head computed whole, a row block per iteration (4 MB)
-ROW_BLOCK_ELEMENTS = 1 << 18   # the most scores of a block of rows (1 MB, Zen 4's L2; measured below)
+ROW_BLOCK_ELEMENTS = 1 << 18   # the most scores of a block of rows (1 MB, Zen 4's L2; see SplitDimensionM)
 MIN_ROWS = 8                   # fewer rows per block pack Kᵀ too often for the rows they serve
 
 

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...ir.graph import Graph, Node, TensorType
+from ...ir.graph import Graph, Node, TensorType, Value
 from ...ir.dtypes import dtype as to_dtype
 from ...passes.tokenize import make_body
 from ...passes.tokenize_mha import MHAMatch
@@ -87,6 +87,15 @@ def core_block(block: MHAMatch, masks: list, name: str, pack_keys: bool) -> Core
     v = v_split.inputs[0] if v_split is not None else block.context.inputs[1]
     result = (merge or block.context).outputs[0]
     body = make_body([q, k, v, *masks], [result], nodes, name)
+    # one source as two operands (self-attention on x itself: Q = K = V = x) becomes two body inputs, fed
+    # the same array: a kernel computing a row of Q per iteration advances Q's pointer, not V's
+    readers = [(q_split, 0) if q_split else (block.scores, 0), (k_split, 0) if k_split else (block.scores, 1),
+               (v_split, 0) if v_split else (block.context, 1)]
+    for role, (reader, port) in enumerate(readers):
+        if any(body.inputs[role] is body.inputs[earlier] for earlier in range(role)):
+            fresh = Value(body.fresh_name(body.inputs[role].name), body.inputs[role].type)
+            body.nodes[nodes.index(reader)].inputs[port] = fresh
+            body.inputs[role] = fresh
     return CoreBlock(body, block.q_views[:-1] if q_split else block.q_views,
                      block.k_views[:-1] if k_split else block.k_views,
                      block.v_views[:-1] if v_split else block.v_views,

@@ -2,9 +2,10 @@
 
 Values are numbered into slots. For each signature of input shapes the program resolves every slot's
 type (`resolver.resolve`) and plans an arena (`memory.solver`): which slots are views of others
-(Reshape-like ops), which steps write their output over an input no later step reads (in place), which
-slots live in the arena at which offset, which escape as graph outputs. Requests bind that plan to their
-own arena once per signature, so a run only moves pointers and calls kernels.
+(Reshape-like ops, and broadcasts that repeat nothing at that signature), which steps write their output
+over an input no later step reads (in place), which slots live in the arena at which offset, which escape
+as graph outputs. Requests bind that plan to their own arena once per signature, so a run only moves
+pointers and calls kernels.
 """
 from __future__ import annotations
 

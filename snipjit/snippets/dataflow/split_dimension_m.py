@@ -6,12 +6,12 @@ scratchpad (`subgraph_compiler.brgemm_rows`); past `brgemm_blocks.BLOCK_ELEMENTS
 row per iteration, streaming Kᵀ and V once per row. There, split with m the largest divisor of M whose
 block of scores fits `brgemm_blocks.ROW_BLOCK_ELEMENTS`, the master shape ends [.., M / m, m, keys]: a
 block of m rows per iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed
-by a BrgemmCopyB would then be packed once per block: callers give Kᵀ itself instead (packed per block
-of 64 rows, 1,024 keys took twice as long). `bench.attention_blocks` (a soft-capped block of 12 heads of
-64, Zen 4, AVX-512, 2 threads): 2,048 keys 82.3 ms against 298 ms a row at a time, 4,096 keys 365
-against 1,008 ms, as fast as the attention kernel's 79.9 and 378 ms; blocks of 64K scores were 1.6x
-slower than blocks of 256K, and at 1,024 keys blocks of 256 rows 4% slower than the whole head (21.2
-against 20.4 ms).
+by a BrgemmCopyB is then packed once per block (right, but per block of 64 rows 1,024 keys took twice as
+long), so the attention kernel gives split heads Kᵀ itself. `bench.attention_blocks` (a soft-capped
+block of 12 heads of 64, Zen 4, AVX-512, 2 threads): 2,048 keys 82.3 ms against 298 ms a row at a time,
+4,096 keys 365 against 1,008 ms, as fast as the attention kernel's 79.9 and 378 ms; blocks of 64K scores
+were 1.6x slower than blocks of 256K, and at 1,024 keys blocks of 256 rows 4% slower than the whole head
+(21.2 against 20.4 ms).
 
 Every value carrying rows (the A operands, the products, what the scores become, and the masks with a dim
 of rows) has its dim -2 split; the others (Kᵀ, V, masks broadcast over rows) get a dim of 1 there, so
@@ -83,10 +83,13 @@ def _moved(axes: list[int], rank: int) -> list[int] | None:
 
 
 def _axes_moved(node: Node) -> tuple[dict, object] | None:
-    """The node's axis attributes and its constant axes input (or None) once its values have a dim more
-    at -2, or None when an axis is that dim or the axes are computed."""
+    """The node's axis attributes and a reduction's constant axes input (or None) once its values have a
+    dim more at -2 (values of rank < 2 keep theirs), or None when an axis is that dim or the axes are
+    computed."""
     rank = len(node.inputs[0].type.shape)
     attrs = dict(node.attrs)
+    if rank < 2:
+        return attrs, None
     for key in ("axis", "axes"):
         if key in attrs:
             many = isinstance(attrs[key], (list, tuple))
@@ -94,7 +97,7 @@ def _axes_moved(node: Node) -> tuple[dict, object] | None:
             if moved is None:
                 return None
             attrs[key] = moved if many else moved[0]
-    axes = node.inputs[1] if len(node.inputs) > 1 else None
+    axes = node.inputs[1] if node.op in REDUCE_OPS and len(node.inputs) > 1 else None   # (others: operands)
     if axes is None:
         return attrs, None
     moved = _moved([int(a) for a in axes.data.reshape(-1)], rank) if axes.data is not None else None

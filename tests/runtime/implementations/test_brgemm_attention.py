@@ -90,6 +90,29 @@ def test_head_sizes_the_attention_kernel_refuses_fall_back_to_brgemms(level, mon
     assert [launch is not None for launch in kernel.launches.values()] == [True, True, True]
 
 
+@pytest.mark.parametrize("capped", [True, False])
+def test_self_attention_on_its_input_itself(level, monkeypatch, rows_per_iteration, capped):
+    """Q = K = V = x (no projections): one source read as three operands, a row of it per iteration as Q
+    and all its rows as V."""
+    cap = "[sd] = Div(s, cap)\n  [st] = Tanh(sd)\n  [p] = Softmax(st) {axis = -1}" if capped else \
+        "[p] = Softmax(s) {axis = -1}"
+    text = f"""graph(x: f32[1,2,n,32]) -> [y] {{
+  const cap: f32[] = 5.0
+  [kt] = Transpose(x) {{perm = [0, 1, 3, 2]}}
+  [s] = MatMul(x, kt)
+  {cap}
+  [y] = MatMul(p, x)
+}}"""
+    fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
+    step = block_step(fused)
+    if capped:
+        on_the_brgemm_kernel(step, monkeypatch)
+    rng = np.random.default_rng(6)
+    for n in (50, 7):
+        x = {"x": rng.standard_normal((1, 2, n, 32), dtype=np.float32)}
+        np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_the_kernel_holds_brgemms_in_its_linear_ir(level):
     model = snipjit.compile(parse_graph(attention_block("batch", "seq", heads=2, size=18, scale=0.25)))
     step = block_step(model)

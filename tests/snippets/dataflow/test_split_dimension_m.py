@@ -60,6 +60,42 @@ def test_rows_split_and_other_operands_gain_a_dim(blocks):
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("text", [
+    # a normalisation's operands are not axes
+    """graph(q: f32[2,3,12,8], kt: f32[2,3,8,12], v: f32[2,3,12,5]) -> [o] {
+  const sc: f32[12] = [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]
+  const bi: f32[12] = [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+  [s] = MatMul(q, kt)
+  [l] = LayerNormalization(s, sc, bi) {axis = -1}
+  [p] = Softmax(l) {axis = -1}
+  [o] = MatMul(p, v)
+}""",
+    # a reduction of a value of rank 1 (no dim at -2) keeps its axes
+    """graph(q: f32[2,3,12,8], kt: f32[2,3,8,12], v: f32[2,3,12,5], mask: f32[12]) -> [o] {
+  const ax: i64[1] = [0]
+  const ninf: f32[] = -inf
+  const zero: f32[] = 0.0
+  [s] = MatMul(q, kt)
+  [u] = Add(s, mask)
+  [p] = Softmax(u) {axis = -1}
+  [r] = ReduceMax(mask, ax) {keepdims = 1}
+  [e] = Equal(r, ninf)
+  [w] = Where(e, zero, p)
+  [o] = MatMul(w, v)
+}"""])
+def test_operands_and_axes_of_values_without_rows_stay(blocks, text):
+    original = parse_graph(text)
+    body, changed = split(text)
+    assert changed
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(original.values(), body.values())
+               if a.data is not None and a.data.ndim < 2)
+    rng = np.random.default_rng(1)
+    feeds = [rng.standard_normal(v.type.shape).astype(np.float32) for v in original.inputs]
+    want, = run_graph_reference(original, feeds)
+    got, = run_graph_reference(body, [f.reshape(v.type.shape) for f, v in zip(feeds, body.inputs)])
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-6)
+
+
 def test_layouts_split_with_their_dims(blocks):
     text = head_split_block(keys_in_rows=True).replace("9", "24")   # 24 rows of 24 keys: blocks of 2
     body, changed = split(text, fuse=True)
