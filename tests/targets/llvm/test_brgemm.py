@@ -114,3 +114,16 @@ def test_the_row_loop_holds_the_nests_and_the_buffers_hold_every_row(rows_per_it
         assert compiled.parallel_rank == 2 and compiled.scratch_rows <= 3   # [batch, rows] in the domain
     else:   # the scores' block (5 rows), the probabilities written over it row by row, one row between nests
         assert compiled.parallel_rank == 1 and compiled.scratch_rows == 5 + 1
+
+
+def test_kernels_with_brgemms_compile_at_llvm_o1(monkeypatch):
+    """Kernels with Brgemms are compiled per input shape while a model runs: at -O1 (measured as fast);
+    other kernels at -O3."""
+    from snipjit.targets.llvm import target
+    levels = []
+    real = target.compile_to_object
+    monkeypatch.setattr(target, "compile_to_object",
+                        lambda module, level=3: levels.append(level) or real(module, level))
+    compile_subgraph(parse_graph(head_split_block(keys_in_rows=True)), LLVMTarget(), name="with_brgemms")
+    compile_subgraph(parse_graph("graph(x: f32[4,40]) -> [y] {\n  [y] = Exp(x)\n}"), LLVMTarget(), name="elementwise")
+    assert levels == [1, 3]
