@@ -15,9 +15,9 @@ through a BrgemmCopyB that packs it once per head; past `brgemm_blocks.BLOCK_ELE
 SplitDimensionM makes that a block of rows per iteration, and Kᵀ is copied here once instead (packed per
 block it would cost as much as the product); with no block of rows to split, a row per iteration. Key and
 value heads shared by groups of query heads (grouped-query attention, Gemma 2's soft-capped blocks) are
-read from copies with each head repeated for its group. Kernels are compiled per input shapes (a Brgemm's
-own dims are static). What the kernel cannot take (masks that widen the batch) runs node by node (the
-reference kernel).
+read from copies with each head repeated for its group. Kernels are compiled per input shapes but the
+batch (a Brgemm's own dims are static): compiled at batch COMPILED_BATCH, a kernel runs any batch. What
+the kernel cannot take (masks that widen the batch) runs node by node (the reference kernel).
 """
 from __future__ import annotations
 
@@ -40,6 +40,19 @@ from .base import Kernel, ReferenceKernel
 from .snippet_compile import ThreadScratchpads, compile_retyped, launch_parallel
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
+COMPILED_BATCH = 2   # the batch kernels are compiled for, which then run any batch (at 1 it would be a broadcast)
+
+
+def _batch(arrays: Sequence[np.ndarray]) -> int | None:
+    """The batch: axis 0 of Q's array when it has 4 dims, and every operand of 4 dims has it or 1 there."""
+    b = arrays[0].shape[0] if arrays[0].ndim == 4 else None
+    return b if b is not None and all(a.ndim != 4 or a.shape[0] in (1, b) for a in arrays) else None
+
+
+def _compiled_shape(shape: tuple[int, ...], batch: int | None) -> tuple[int, ...]:
+    """An operand's shape as a kernel for any batch is compiled: its batch axis at COMPILED_BATCH (one that
+    broadcasts over the batch keeps its 1)."""
+    return (COMPILED_BATCH, *shape[1:]) if batch is not None and len(shape) == 4 and shape[0] == batch else shape
 
 
 def _head_transpose(views: list[Node]) -> Node | None:
@@ -104,19 +117,25 @@ def core_block(block: MHAMatch, masks: list, name: str, pack_keys: bool) -> Core
 
 @dataclass
 class _Launch:
-    """A compiled core body for one signature of input shapes."""
+    """A compiled core body for one signature of input shapes (with `batched`, any batch of them)."""
     compiled: CompiledSnippet
     out_shape: tuple[int, ...]
     parallel: bool
+    batched: bool = False   # the master's and output's dim 0 is the batch, given at run time
 
-    def run(self, arrays: list[np.ndarray], scratchpad, out: np.ndarray | None = None) -> np.ndarray:
-        """The result, written into `out` (contiguous, of `out_shape`) or a new array."""
-        out = np.empty(self.out_shape, np.float32) if out is None else out
+    def shape_for(self, batch: int | None) -> tuple[int, ...]:
+        return (batch, *self.out_shape[1:]) if self.batched and batch is not None else self.out_shape
+
+    def run(self, arrays: list[np.ndarray], scratchpad, out: np.ndarray | None = None,
+            batch: int | None = None) -> np.ndarray:
+        """The result, written into `out` (contiguous, of `shape_for(batch)`) or a new array."""
+        out = np.empty(self.shape_for(batch), np.float32) if out is None else out
         c = self.compiled
+        master = (batch, *c.master_shape[1:]) if self.batched and batch is not None else c.master_shape
         ptrs = (ctypes.c_void_p * (len(arrays) + 1))(*[a.ctypes.data for a in arrays], out.ctypes.data)
-        dims = (ctypes.c_int64 * len(c.master_shape))(*c.master_shape)
-        domain = math.prod(c.master_shape[:c.parallel_rank])
-        scratch_bytes = c.master_shape[-1] * 4 * c.scratch_rows
+        dims = (ctypes.c_int64 * len(master))(*master)
+        domain = math.prod(master[:c.parallel_rank])
+        scratch_bytes = master[-1] * 4 * c.scratch_rows
         if self.parallel:
             launch_parallel(c.kernel.fn, ptrs, dims, domain, scratch_bytes, scratchpad)
         else:
@@ -164,37 +183,50 @@ class BrgemmAttention(Kernel):
         kt = k if core is packed else kt
         q = q * np.float32(m.operand_scale) if m.operand_scale != 1.0 else q
         arrays = [np.ascontiguousarray(a) for a in (q, kt, v, *(inputs[self.slot[id(x)]] for x in self.masks))]
-        launch = self._launch_for(core, arrays)
+        launch, batch = self._launch_for(core, arrays)
         if launch is None:
             return None
+        shape = launch.shape_for(batch)
         if out is None:
-            out = np.empty(shapes_through(core.out_views, launch.out_shape)[-1], np.float32)
+            out = np.empty(shapes_through(core.out_views, shape)[-1], np.float32)
         try:
-            target = output_view(out, core.out_views, launch.out_shape)
+            target = output_view(out, core.out_views, shape)
         except ValueError:
             return None
         if target.flags.c_contiguous:
-            launch.run(arrays, self._scratchpad, target)
+            launch.run(arrays, self._scratchpad, target, batch)
         else:
-            target[...] = launch.run(arrays, self._scratchpad)
+            target[...] = launch.run(arrays, self._scratchpad, batch=batch)
         return out
 
-    def _launch_for(self, core: CoreBlock, arrays: list[np.ndarray]) -> _Launch | None:
-        signature = (id(core), *((a.shape, a.dtype.str) for a in arrays))
+    def _launch_for(self, core: CoreBlock, arrays: list[np.ndarray]) -> tuple[_Launch | None, int | None]:
+        """The launch for these operands and the batch to run it with: a kernel compiled for any batch (one
+        compile serves every batch size), or else for these very shapes."""
+        batch = _batch(arrays)
+        if batch is not None:
+            launch = self._cached(core, [_compiled_shape(a.shape, batch) for a in arrays], arrays)
+            if launch is not None and launch.batched:
+                return launch, batch
+        return self._cached(core, [a.shape for a in arrays], arrays), None
+
+    def _cached(self, core: CoreBlock, shapes: list[tuple[int, ...]], arrays: list[np.ndarray]) -> _Launch | None:
+        signature = (id(core), *((shape, a.dtype.str) for shape, a in zip(shapes, arrays)))
         if signature not in self.launches:
             with self._lock:
                 if signature not in self.launches:
-                    self.launches[signature] = self._compile(core, arrays)
+                    self.launches[signature] = self._compile(core, shapes, arrays)
         return self.launches[signature]
 
-    def _compile(self, core: CoreBlock, arrays: list[np.ndarray]) -> _Launch | None:
-        made = compile_retyped(core.body, [TensorType(to_dtype(a.dtype), a.shape) for a in arrays], self.options)
+    def _compile(self, core: CoreBlock, shapes: list[tuple[int, ...]], arrays: list[np.ndarray]) -> _Launch | None:
+        made = compile_retyped(core.body, [TensorType(to_dtype(a.dtype), s) for s, a in zip(shapes, arrays)],
+                               self.options)
         if made is None:
             return None
         compiled, body = made
         out_shape = tuple(body.outputs[0].type.shape)
-        work = math.prod(compiled.master_shape) * (arrays[0].shape[-1] + out_shape[-1])
-        return _Launch(compiled, out_shape, work >= PARALLEL_MIN_MULTIPLY_ADDS)
+        work = math.prod(compiled.master_shape) * (shapes[0][-1] + out_shape[-1])
+        batched = compiled.master_shape[0] == out_shape[0] == COMPILED_BATCH and shapes[0][0] == COMPILED_BATCH
+        return _Launch(compiled, out_shape, work >= PARALLEL_MIN_MULTIPLY_ADDS, batched)
 
 
 def build_attention(node: Node, options: dict) -> Kernel:

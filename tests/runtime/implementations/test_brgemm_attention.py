@@ -71,11 +71,28 @@ def test_soft_capped_blocks_run_on_brgemms(level, monkeypatch, rows_per_iteratio
         x = feeds(rng, batch, seq, 96, causal)
         np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
     assert len(kernel.launches) == 3 and all(launch is not None for launch in kernel.launches.values())
-    masters = [launch.compiled.master_shape for launch in kernel.launches.values()]
-    expected = {"a head's rows": [(1, 3, 7, 7), (2, 3, 50, 50), (1, 3, 129, 129)],
-                "blocks of rows": [(1, 3, 7, 7), (2, 3, 5, 10, 50), (1, 3, 43, 3, 129)],   # 50 = 5·10, 129 = 43·3
-                "one row": [(1, 3, 7, 7), (2, 3, 50, 50), (1, 3, 129, 129)]}
+    masters = [launch.compiled.master_shape for launch in kernel.launches.values()]   # (for any batch)
+    expected = {"a head's rows": [(2, 3, 7, 7), (2, 3, 50, 50), (2, 3, 129, 129)],
+                "blocks of rows": [(2, 3, 7, 7), (2, 3, 5, 10, 50), (2, 3, 43, 3, 129)],   # 50 = 5·10, 129 = 43·3
+                "one row": [(2, 3, 7, 7), (2, 3, 50, 50), (2, 3, 129, 129)]}
     assert masters == expected[rows_per_iteration]
+
+
+@pytest.mark.parametrize("shared_mask", [False, True])
+def test_one_kernel_serves_every_batch(level, monkeypatch, rows_per_iteration, shared_mask):
+    """A kernel is compiled for a sequence length, not for a batch: batches 1, 3 and 2 run on one. A mask
+    shared by the batch (axis 0 of 1) is the batch's at batch 1 and a broadcast past it: a kernel each."""
+    text = attention_block("batch", "seq", heads=3, size=32, scale=32 ** -0.5, soft_cap=30.0, causal=True)
+    if shared_mask:
+        text = text.replace("mask: f32[batch,1,1,seq]", "mask: f32[1,1,1,seq]")
+    fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
+    kernel = on_the_brgemm_kernel(block_step(fused), monkeypatch)
+    rng = np.random.default_rng(7)
+    for batch in (1, 3, 2):
+        x = feeds(rng, batch, 50, 96, causal=True)
+        x["mask"] = x["mask"][:1] if shared_mask else x["mask"]
+        np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+    assert len(kernel.launches) == (2 if shared_mask else 1)
 
 
 @pytest.mark.parametrize("size", [18, 30])   # not whole vectors at any level
