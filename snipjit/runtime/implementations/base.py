@@ -67,6 +67,12 @@ class Kernel:
     def binds(self) -> bool:
         return type(self).bind is not Kernel.bind
 
+    def prepared_launch(self, prepare, in_shapes, fixed, n_outputs: int) -> "PreparedLaunch":
+        """`bind`'s launcher for a kernel with one output: `prepare`'s call, else `run_into`, prepared again
+        when an array at a position not in `fixed` changes."""
+        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
+        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
+
     def holds_input(self, index: int) -> bool:
         """Whether the kernel keeps its own form of constant input `index` (e.g. packed weights) and
         never reads the array it is given, so the program may release the original."""

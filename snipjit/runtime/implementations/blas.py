@@ -135,8 +135,7 @@ class BlasKernel(Kernel):
                 self._apply_epilogue(arrays[-1], fused)
             return call
 
-        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
-        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
+        return self.prepared_launch(prepare, in_shapes, fixed, n_outputs)
 
     def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
         for op, b, attrs in self.epilogue[start:]:

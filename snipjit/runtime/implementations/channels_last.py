@@ -115,8 +115,7 @@ class WindowKernel(Kernel):
                 self.after(arrays[-1])
             return call
 
-        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
-        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
+        return self.prepared_launch(prepare, in_shapes, fixed, n_outputs)
 
 
 class WeightedKernel(WindowKernel):
@@ -311,8 +310,7 @@ class LrnKernel(Kernel):
             launch = self.prepare(arrays[0], arrays[-1])
             return None if launch is None else NativeStep(launch)
 
-        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
-        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
+        return self.prepared_launch(prepare, in_shapes, fixed, n_outputs)
 
 
 def accepts(node: Node, options: dict) -> bool:

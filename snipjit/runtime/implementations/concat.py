@@ -59,8 +59,7 @@ class ConcatKernel(Kernel):
                         for x, start in zip(inputs, found[1]) if x.size]
             return NativeStep(*launches) if launches and None not in launches else None
 
-        changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
-        return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
+        return self.prepared_launch(prepare, in_shapes, fixed, n_outputs)
 
 
 def accepts(node: Node, options: dict) -> bool:
