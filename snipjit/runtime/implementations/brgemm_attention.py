@@ -95,15 +95,14 @@ def core_block(block: MHAMatch, masks: list, name: str, pack_keys: bool) -> Core
     nodes = [n for n in (q_split, k_split, v_split) if n is not None]
     nodes += [block.scores, *block.between, block.softmax, *block.safe, block.context]
     nodes += [merge] if merge is not None else []
-    q = q_split.inputs[0] if q_split is not None else block.scores.inputs[0]
-    k = k_split.inputs[0] if k_split is not None else block.scores.inputs[1]
-    v = v_split.inputs[0] if v_split is not None else block.context.inputs[1]
+    # the node and port reading each of Q, K and V
+    readers = [(q_split, 0) if q_split else (block.scores, 0), (k_split, 0) if k_split else (block.scores, 1),
+               (v_split, 0) if v_split else (block.context, 1)]
+    q, k, v = (reader.inputs[port] for reader, port in readers)
     result = (merge or block.context).outputs[0]
     body = make_body([q, k, v, *masks], [result], nodes, name)
     # one source as two operands (self-attention on x itself: Q = K = V = x) becomes two body inputs, fed
     # the same array: a kernel computing a row of Q per iteration advances Q's pointer, not V's
-    readers = [(q_split, 0) if q_split else (block.scores, 0), (k_split, 0) if k_split else (block.scores, 1),
-               (v_split, 0) if v_split else (block.context, 1)]
     for role, (reader, port) in enumerate(readers):
         if any(body.inputs[role] is body.inputs[earlier] for earlier in range(role)):
             fresh = Value(body.fresh_name(body.inputs[role].name), body.inputs[role].type)

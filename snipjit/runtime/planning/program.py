@@ -50,10 +50,10 @@ class Step:
         """A view at these resolved types: a reshape-like op, or a broadcast that repeats nothing (an
         Expand to the input's own size, as exporters write one for shapes they cannot know)."""
         out = types[self.out_slots[0]] if len(self.out_slots) == 1 else None
-        if out is None or not (self.is_view or self.node.op in BROADCAST_OPS):
-            return False
-        x = types[self.in_slots[0]]
-        return self.is_view or (x is not None and x.dtype == out.dtype and _numel(x) == _numel(out))
+        if out is None or self.is_view:
+            return out is not None
+        x = types[self.in_slots[0]] if self.node.op in BROADCAST_OPS else None
+        return x is not None and x.dtype == out.dtype and _numel(x) == _numel(out)
 
     def __repr__(self) -> str:
         return f"Step({self.kind}: {'+'.join(self.ops)} -> {', '.join(o.name for o in self.node.outputs)})"
