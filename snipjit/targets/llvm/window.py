@@ -26,9 +26,10 @@ the blocks also share inputs between pixels: per kernel row, the (pixels - 1)·s
 loaded once and feed the pixels × kw FMAs (against the tap loop's pixels × kw loads); the kernel
 was load-bound, and this measured 1.1-1.4× faster at 3×3, about 3× at 7×7 on Zen 4 (AVX-512). Such a
 row runs in ceil(OW / pixels) blocks of equal width (14 columns: 7 + 7, not 8 and an overlapping 8; the
-last block overlaps its neighbour when the row is no multiple of the width), one call per block over
-the chunk's whole vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel
-block, on the 28×28 to 7×7 layers at one thread); edge blocks read columns outside the input as zeros (a
+last block overlaps its neighbour when the row is no multiple of the width), each over the chunk's whole
+vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel block, on the 28×28 to
+7×7 layers at one thread), the blocks inside the input's width in one call (a call per block took a
+tenth of the 112×112 layers of 16 and 32 channels, 2 threads); edge blocks read columns outside the input as zeros (a
 select), and only the channel tail keeps the tap loop. Each register block is a function of its own,
 never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets computed, or the
 blocks inlined into the row loops, LLVM strength-reduces every pixel's address into an induction
@@ -49,7 +50,7 @@ stride-1 layers from 112×112 to 14×14×576 at one thread (Zen 4, AVX-512; AVX2
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llvmlite import ir
 
@@ -200,6 +201,7 @@ class _Block:
     kw_lo: ir.Value
     kw_hi: ir.Value
     left: ir.Value      # channels left from c (the masked block's lanes)
+    count: ir.Value     # reuse modes: blocks in a run of neighbours, each `pixels` output columns right of the last
 
 
 def _accumulate(g: _Builder, blk: _Block, pixels: int, vectors: int, mask) -> list:
@@ -332,9 +334,9 @@ def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: 
     "reuse" (inside the input's width) and "clipped" (not), `pixels` output pixels over the whole vectors
     of the `left` channels, one vector at a time, reusing inputs across pixels (`_accumulate_rows`): one
     call per block of a row's chunk, its setup shared by the chunk's vectors; "reuse2" and "clipped2" the
-    same on two neighbouring output rows."""
+    same on two neighbouring output rows. A call of the reuse modes computes `count` neighbouring blocks."""
     name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}{'' if mode == 'taps' else '_' + mode}"
-    fn = g.function(name, [g.ptr] * 6 + [I64] * 5, internal=True)
+    fn = g.function(name, [g.ptr] * 6 + [I64] * 6, internal=True)
     b, d, lanes = g.b, g.d, g.shape.lanes
     blk = _Block(*fn.args[2:])
     mask = b.icmp_signed("<", g.lane_ids, g.splat(blk.left, I64)) if masked else None
@@ -350,15 +352,21 @@ def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: 
         # live, or unrolled, LLVM's scheduler loads more inputs up front than registers hold, and spills
         fn.attributes.add("optsize")
         whole = b.mul(b.sdiv(blk.left, _c(lanes)), _c(lanes))
+        run = CountedLoop(b, "block", _c(0), blk.count, 1)
+        run.enter()
+        columns = b.mul(run.index, _c(pixels * g.shape.sw))
+        at = replace(blk, x=g.at(blk.x, b.mul(columns, d["C"])), kw_lo=b.add(blk.kw_lo, columns),
+                     out=g.at(blk.out, b.mul(b.mul(run.index, _c(pixels)), d["OC"])))
         loop = CountedLoop(b, "cv", _c(0), whole, lanes)
         loop.enter()
         rows = 2 if mode.endswith("2") else 1
-        acc = _accumulate_rows(g, blk, pixels, loop.index, mode.startswith("clipped"), rows)
+        acc = _accumulate_rows(g, at, pixels, loop.index, mode.startswith("clipped"), rows)
         for r in range(rows):
-            out_row = g.at(blk.out, b.add(b.mul(_c(r), b.mul(d["OW"], d["OC"])), loop.index))
+            out_row = g.at(at.out, b.add(b.mul(_c(r), b.mul(d["OW"], d["OC"])), loop.index))
             for p, value in enumerate(_finish(g, acc[r], scale, bounds)):
                 g.store(value, g.at(out_row, b.mul(d["OC"], _c(p))))
         loop.leave()
+        run.leave()
         b.ret_void()
         return fn
     acc = _accumulate(g, blk, pixels, vectors, mask)
@@ -401,7 +409,7 @@ def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, cli
     def call(c, count: int, masked: bool = False) -> None:
         b.call(blocks[pixels, count, masked, "taps"],
                [*row.args, g.at(x_pixel, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out_pixel, c),
-                row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c)])
+                row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), _c(1)])
 
     c = row.c_begin
     for count in sorted({vectors, 1}, reverse=True):   # whole blocks of vectors, then single vectors
@@ -429,45 +437,57 @@ def _channels(g: _Builder, row: _Row, call) -> None:
     g.when(b.icmp_signed("<", c, row.c_end), lambda: call(c, 0))
 
 
-def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: int) -> None:
+def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: int, run=None) -> None:
     """Output columns [ow0, ow0 + pixels) of `rows` output rows (2: row stride 1) of a kernel reusing inputs,
     over the chunk's whole vectors: inside the input's width without checks, else clipped; the channel tail
-    of each row on the tap loop under a mask (at the edges one pixel at a time)."""
-    b, d, lanes = g.b, g.d, g.shape.lanes
+    of each row on the tap loop under a mask (at the edges one pixel at a time). With `run` (a count): that
+    many neighbouring blocks from ow0, all inside the input's width, in one call; their tails block by block."""
+    b, d, lanes, sw = g.b, g.d, g.shape.lanes, g.shape.sw
     suffix = "2" if rows == 2 else ""
-    iw0 = b.sub(b.mul(ow0, _c(g.shape.sw)), d["pl"])
+    iw0 = b.sub(b.mul(ow0, _c(sw)), d["pl"])
     x_pixel, out_pixel = g.at(row.x_row, b.mul(iw0, d["C"])), g.at(row.out_row, b.mul(ow0, d["OC"]))
-    inside = b.and_(b.icmp_signed(">=", ow0, d["ow_lo"]), b.icmp_signed("<=", b.add(ow0, _c(pixels)), d["ow_hi"]))
     whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(lanes)), _c(lanes)))
 
-    def call(key, x, out, c, kw_lo, kw_hi) -> None:
+    def call(key, x, out, c, kw_lo, kw_hi, count=_c(1)) -> None:
         b.call(blocks[key], [*row.args, g.at(x, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out, c),
-                             row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c)])
+                             row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), count])
 
-    def per_row(emit) -> None:   # emit(x, out) for each row's x and out at the block's first pixel
+    def per_row(emit, x0=x_pixel, out0=out_pixel) -> None:   # emit(x, out) for each row at the block's first pixel
         for r in range(rows):
-            emit(g.at(x_pixel, b.mul(_c(r), b.mul(d["W"], d["C"]))),
-                 g.at(out_pixel, b.mul(_c(r), b.mul(d["OW"], d["OC"]))))
+            emit(g.at(x0, b.mul(_c(r), b.mul(d["W"], d["C"]))), g.at(out0, b.mul(_c(r), b.mul(d["OW"], d["OC"]))))
 
     def clipped_tail(x, out) -> None:
         loop = CountedLoop(b, "edge", _c(0), _c(pixels), 1)
         loop.enter()
-        iw = b.add(iw0, b.mul(loop.index, _c(g.shape.sw)))
+        iw = b.add(iw0, b.mul(loop.index, _c(sw)))
         kw_lo, kw_hi = g.clipped_range(iw, d["W"], d["dw"], d["KW"])
-        step = b.mul(loop.index, b.mul(_c(g.shape.sw), d["C"]))
+        step = b.mul(loop.index, b.mul(_c(sw), d["C"]))
         call((1, 1, True, "taps"), g.at(x, step), g.at(out, b.mul(loop.index, d["OC"])), whole, kw_lo, kw_hi)
         loop.leave()
 
-    def channels(mode: str, tail) -> None:
+    def inside_tail(x, out) -> None:
+        call((pixels, 1, True, "taps"), x, out, whole, _c(0), d["KW"])
+
+    def channels(mode: str, tail, count=_c(1)) -> None:
         g.when(b.icmp_signed("<", row.c_begin, whole),
-               lambda: call((pixels, 1, False, mode + suffix), x_pixel, out_pixel, row.c_begin, iw0, d["KW"]))
+               lambda: call((pixels, 1, False, mode + suffix), x_pixel, out_pixel, row.c_begin, iw0, d["KW"], count))
         g.when(b.icmp_signed("<", whole, row.c_end), lambda: per_row(tail))
 
+    if run is not None:
+        def tails(x, out) -> None:
+            loop = CountedLoop(b, "tail", _c(0), run, 1)
+            loop.enter()
+            inside_tail(g.at(x, b.mul(loop.index, b.mul(_c(pixels * sw), d["C"]))),
+                        g.at(out, b.mul(loop.index, b.mul(_c(pixels), d["OC"]))))
+            loop.leave()
+        channels("reuse", tails, run)
+        return
+    inside = b.and_(b.icmp_signed(">=", ow0, d["ow_lo"]), b.icmp_signed("<=", b.add(ow0, _c(pixels)), d["ow_hi"]))
     fn = b.function
     interior, edge, done = (fn.append_basic_block(name) for name in ("interior", "edge", "block.done"))
     b.cbranch(inside, interior, edge)
     b.position_at_end(interior)
-    channels("reuse", lambda x, out: call((pixels, 1, True, "taps"), x, out, whole, _c(0), d["KW"]))
+    channels("reuse", inside_tail)
     b.branch(done)
     b.position_at_end(edge)
     channels("clipped", clipped_tail)
@@ -478,7 +498,7 @@ def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: i
 def _reuse_row(g: _Builder, row: _Row, blocks: dict, rows: int = 1) -> None:
     """A row (or two, `rows`) of a kernel reusing inputs: ceil(OW / pixels) blocks of equal width ceil(OW / blocks) (14
     columns: 7 + 7, not 8 and an overlapping 8), the last one overlapping its neighbour when the row is no
-    multiple of the width (it writes the same values again)."""
+    multiple of the width (it writes the same values again); the blocks inside the input's width in one run."""
     b, d, most = g.b, g.d, g.shape.pixels
     count = b.sdiv(b.add(d["OW"], _c(most - 1)), _c(most))
     width = b.sdiv(b.add(d["OW"], b.sub(count, _c(1))), g.maximum(count, _c(1)))
@@ -488,11 +508,21 @@ def _reuse_row(g: _Builder, row: _Row, blocks: dict, rows: int = 1) -> None:
     for pixels in range(1, most + 1):
         switch.add_case(_c(pixels), stage := fn.append_basic_block(f"row{pixels}"))
         b.position_at_end(stage)
-        loop = CountedLoop(b, f"ob{pixels}", _c(0), b.sub(d["OW"], _c(pixels - 1)), pixels)
-        loop.enter()
-        _reuse_block(g, row, blocks, loop.index, pixels, rows)
-        loop.leave()
-        g.when(b.icmp_signed("<", loop.index, d["OW"]),
+
+        def each(start, stop, pixels=pixels) -> None:   # the blocks [start, stop) one by one
+            loop = CountedLoop(b, f"ob{pixels}", start, stop, 1)
+            loop.enter()
+            _reuse_block(g, row, blocks, b.mul(loop.index, _c(pixels)), pixels, rows)
+            loop.leave()
+
+        full = b.sdiv(d["OW"], _c(pixels))
+        lo = g.minimum(full, b.sdiv(b.add(d["ow_lo"], _c(pixels - 1)), _c(pixels)))   # the first inside
+        hi = g.maximum(lo, g.minimum(full, b.sdiv(d["ow_hi"], _c(pixels))))            # past the last inside
+        each(_c(0), lo)
+        g.when(b.icmp_signed("<", lo, hi),
+               lambda: _reuse_block(g, row, blocks, b.mul(lo, _c(pixels)), pixels, rows, run=b.sub(hi, lo)))
+        each(hi, full)
+        g.when(b.icmp_signed("<", b.mul(full, _c(pixels)), d["OW"]),
                lambda: _reuse_block(g, row, blocks, b.sub(d["OW"], _c(pixels)), pixels, rows))
         b.branch(done)
     b.position_at_end(done)

@@ -112,6 +112,7 @@ REUSE_CASES = [
     ((1, 9, 23, 50), (7, 5), (3, 2, 3, 2)),
     ((1, 6, 3, 17), (5, 5), (2, 2, 2, 2)),      # narrower than half a block
     ((1, 5, 37, 9), (2, 2), (1, 0, 0, 1)),      # even width, one-sided pads
+    ((1, 4, 67, 21), (3, 3), (0, 0, 0, 0)),     # no pads: the whole row one run of blocks, then the overlapping one
 ]
 STRIDED_REUSE_CASES = [   # column stride 2 (the row stride and dilation are the tap loop's)
     ((1, 28, 28, 48), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),      # EfficientNet's 5×5 stride 2
@@ -119,6 +120,7 @@ STRIDED_REUSE_CASES = [   # column stride 2 (the row stride and dilation are the
     ((1, 9, 40, 24), (3, 3), (1, 2), (2, 1), (0, 0, 1, 1)),       # TF "SAME", row dilation 2
     ((1, 7, 7, 96), (7, 7), (2, 2), (1, 1), (3, 3, 3, 3)),
     ((1, 3, 6, 5), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),         # C below the vector width
+    ((1, 5, 71, 35), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),       # a long run of blocks, the tail per block
 ]
 
 
