@@ -13,18 +13,19 @@ WIDE = """graph(x: f32[?], y: f32[?]) -> [z] {
 
 
 def attention_block(batch: str, seq: str, heads: int, size: int, scale: float, fused_qkv: bool = False,
-                    soft_cap: float | None = None, causal: bool = False) -> str:
+                    soft_cap: float | None = None, causal: bool = False, cap_op: str = "Tanh") -> str:
     """A BERT-style self-attention block as exporters write it: projections [batch, seq, heads·size] (or one
     fused [batch, seq, 3·heads·size] projection Split into them), the head split, Q·Kᵀ, the scale, an
     additive key mask `mask` [batch, 1, 1, seq], Softmax, ·V and the head merge, into y. `soft_cap`: the
-    scores capped by cap·tanh(s / cap) before the mask (Gemma 2); `causal`: then a Where hiding the keys
-    past each row, from inputs `rows` [seq, 1] and `cols` [seq] holding the positions."""
+    scores capped by cap·tanh(s / cap) before the mask (Gemma 2; `cap_op`: another op in place of Tanh);
+    `causal`: then a Where hiding the keys past each row, from inputs `rows` [seq, 1] and `cols` [seq] holding
+    the positions."""
     width = heads * size
     projections = (f"x: f32[{batch},{seq},{3 * width}]" if fused_qkv else
                    ", ".join(f"{n}: f32[{batch},{seq},{width}]" for n in "qkv"))
     positions = f", rows: f32[{seq},1], cols: f32[{seq}]" if causal else ""
     split = f"  [q, k, v] = Split(x, sizes) {{axis = -1}}\n" if fused_qkv else ""
-    cap = (f"  const cap: f32[] = {soft_cap}\n  [sd] = Div(ss, cap)\n  [st] = Tanh(sd)\n  [sc] = Mul(st, cap)\n"
+    cap = (f"  const cap: f32[] = {soft_cap}\n  [sd] = Div(ss, cap)\n  [st] = {cap_op}(sd)\n  [sc] = Mul(st, cap)\n"
            if soft_cap is not None else "")
     hide = ("  const minus: f32[] = -1e30\n  [later] = Less(rows, cols)\n  [sw] = Where(later, minus, sm)\n"
             if causal else "")

@@ -9,9 +9,10 @@ The pattern, from the Softmax outwards:
     O = MatMul(S, V) -> [Transpose] [Reshape]
 
 (up to two Adds — T5 adds a position bias, then the padding mask — and the Where before or after them;
-the Where may also read Where(keep, fill, S)). Other elementwise ops of the scores alone, or of the scores and
-scalar constants (a soft cap, Tanh(S / c) * c), are taken too: such a block runs as a Snippets kernel with
-Brgemms (`runtime.implementations.brgemm_attention`), not the attention kernel. Q, Kᵀ and V are
+the Where may also read Where(keep, fill, S)). A soft cap, Tanh between scalings before the masks
+(Gemma 2's Tanh(S · scale / c) · c), is the attention kernel's too (`soft_cap`). Other elementwise ops of
+the scores alone, or of the scores and scalar constants, are taken as well: such a block runs as a
+Snippets kernel with Brgemms (`runtime.implementations.brgemm_attention`), not the attention kernel. Q, Kᵀ and V are
 rank 3 or 4 ([batch,] heads, rows, head size); the masks (f32 to add, bool to keep) broadcast to the
 scores, the fill is a scalar constant (a causal mask is a triangular `keep`). The
 movement ops that split the heads off a projection and merge them back are absorbed when nothing else
@@ -65,6 +66,7 @@ class MHAMatch:
     safe: list[Node] = field(default_factory=list)   # rows whose mask is all -inf give zeros (ONNX Attention)
     others: list[Node] = field(default_factory=list)   # elementwise ops on the scores the attention kernel lacks
     operand_scale: float = 1.0   # the part of `scale` from scalings of Q and Kᵀ among their views
+    soft_cap: float | None = None   # the scores become soft_cap · tanh(s · scale) before the masks
 
     @property
     def output(self) -> Value:
@@ -184,12 +186,10 @@ class _Between:
         when it is not part of the pattern. A scale after the masks would scale them too: refused."""
         scaled = any(n.op in ("Mul", "Div") for n in self.nodes)
         if node.op in ("Mul", "Div"):
-            constant, x = _scalar(node.inputs[1]), node.inputs[0]
-            if constant is None and node.op == "Mul":
-                constant, x = _scalar(node.inputs[0]), node.inputs[1]
-            if constant is None or constant == 0:
+            factor, x = _factor(node)
+            if factor is None:
                 return None
-            self.scale *= constant if node.op == "Mul" else 1 / constant
+            self.scale *= factor
         elif node.op == "Add" and len(self.adds) < 2 and not scaled and not (self.keep is not None and self.kept_first):
             x, mask = _scores_first(node)
             if not _mask_ok(mask, f32):
@@ -209,6 +209,31 @@ class _Between:
             self.others.insert(0, node)
         self.nodes.insert(0, node)
         return x
+
+    def soft_cap(self) -> tuple[float, float] | None:
+        """(the scale before, the cap) when the ops the attention kernel lacks are one Tanh with only scalings
+        before it: the scores become cap · tanh(s · scale) (cap: the scalings after it), then the masks."""
+        if [n.op for n in self.others] != ["Tanh"]:
+            return None
+        at = self.nodes.index(self.others[0])
+        if any(n.op not in ("Mul", "Div") for n in self.nodes[:at]):
+            return None   # (a mask before the Tanh)
+        factors = [1.0, 1.0]
+        for i, node in enumerate(self.nodes):
+            if node.op in ("Mul", "Div"):
+                factors[i > at] *= _factor(node)[0]
+        return factors[0], factors[1]
+
+
+def _factor(node: Node) -> tuple[float | None, Value]:
+    """(the factor, the other input) of a Mul by a scalar constant or a Div by one (its inverse); factor None
+    for other Muls and Divs, and for a zero."""
+    constant, x = _scalar(node.inputs[1]), node.inputs[0]
+    if constant is None and node.op == "Mul":
+        constant, x = _scalar(node.inputs[0]), node.inputs[1]
+    if constant is None or constant == 0:
+        return None, x
+    return (constant if node.op == "Mul" else 1 / constant), x
 
 
 def _elementwise_of_scores(node: Node) -> Value | None:
@@ -299,9 +324,12 @@ def match_mha(softmax: Node, uses: dict, outputs: set) -> MHAMatch | None:
     inside = {o for n in q_views + k_views + v_views + ([split] if split else []) for o in n.outputs}
     if any(m in inside for m in between.adds + [between.keep]):
         return None
-    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, between.scale * q_factor * k_factor,
+    scale, others, cap = between.scale, between.others, between.soft_cap()
+    if cap is not None:   # (Tanh is the kernel's then: a scale before it, a cap after)
+        scale, others, cap = cap[0], [], cap[1]
+    return MHAMatch(softmax, scores, context, q, k, v, q_views, k_views, v_views, scale * q_factor * k_factor,
                     mask, mask2, between.keep, between.fill, between.inverted, between.kept_first, between.nodes,
-                    out_views, split, safe, between.others, q_factor * k_factor)
+                    out_views, split, safe, others, q_factor * k_factor, cap)
 
 
 def tokenize_mha(graph: Graph, options: dict | None = None) -> Graph:

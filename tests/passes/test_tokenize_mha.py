@@ -116,21 +116,52 @@ def test_the_split_of_a_fused_projection_is_taken_in_when_only_the_block_reads_i
 
 
 
-def test_a_soft_cap_on_the_scores_joins_the_block_as_an_op_for_the_snippets_kernel():
-    from snipjit.passes.tokenize_mha import match_mha
-    text = """graph(q: f32[2,4,8], k: f32[2,8,6], v: f32[2,6,8], m: f32[2,1,6]) -> [y] {
+SOFT_CAP = """graph(q: f32[2,4,8], k: f32[2,8,6], v: f32[2,6,8], m: f32[2,1,6]) -> [y] {
       const c: f32[] = 30.0
+      const half: f32[] = 0.5
       [s] = MatMul(q, k)
-      [sd] = Div(s, c)
+      [sh] = Mul(half, s)
+      [sd] = Div(sh, c)
       [st] = Tanh(sd)
       [sc] = Mul(c, st)
       [sm] = Add(sc, m)
       [p] = Softmax(sm) {axis = -1}
       [y] = MatMul(p, v)
     }"""
+
+
+def described(text: str):
+    from snipjit.passes.tokenize_mha import match_mha
     g = tokenized(text)
     assert [n.op for n in g.nodes] == ["Subgraph"]
     body = g.nodes[0].attrs["body"]
-    found = match_mha(next(n for n in body.nodes if n.op == "Softmax"), body.consumers(), set(body.outputs))
-    assert [n.op for n in found.others] == ["Tanh"] and found.mask is body.inputs[3]
-    assert [n.op for n in found.between] == ["Div", "Tanh", "Mul", "Add"]
+    return body, match_mha(next(n for n in body.nodes if n.op == "Softmax"), body.consumers(), set(body.outputs))
+
+
+def test_a_soft_cap_on_the_scores_is_the_attention_kernel_s():
+    """Tanh between scalings before the mask: a scale of the product before it (0.5 / 30), a cap after (30)."""
+    body, found = described(SOFT_CAP)
+    assert found.others == [] and found.soft_cap == 30.0 and found.scale == 0.5 / 30.0 and found.mask is body.inputs[3]
+    assert [n.op for n in found.between] == ["Mul", "Div", "Tanh", "Mul", "Add"]
+
+
+@pytest.mark.parametrize("changes, others", [
+    ([("[sm] = Add(sc, m)", "[sm] = Erf(sc)")], ["Tanh", "Erf"]),   # another op the kernel lacks
+    ([("[st] = Tanh(sd)", "[st] = Erf(sd)")], ["Erf"])])            # not a Tanh
+def test_other_ops_on_the_scores_join_the_block_for_the_snippets_kernel(changes, others):
+    text = SOFT_CAP
+    for change in changes:
+        text = text.replace(*change)
+    _, found = described(text)
+    assert [n.op for n in found.others] == others and found.soft_cap is None
+
+
+def test_a_tanh_after_the_mask_is_no_soft_cap():
+    _, found = described("""graph(q: f32[2,4,8], k: f32[2,8,6], v: f32[2,6,8], m: f32[2,1,6]) -> [y] {
+      [s] = MatMul(q, k)
+      [sm] = Add(s, m)
+      [st] = Tanh(sm)
+      [p] = Softmax(st) {axis = -1}
+      [y] = MatMul(p, v)
+    }""")
+    assert [n.op for n in found.others] == ["Tanh"] and found.soft_cap is None and found.mask is not None

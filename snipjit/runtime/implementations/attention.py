@@ -190,7 +190,7 @@ def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: int, kept: 
             best = (rows, vectors)
     return AttentionKernel(best[0], scores.vectors, best[1], lanes, scores.unroll, level.fused_multiply_add, masked,
                            kept, kept and masks.inverted, kept and masked > 0 and masks.kept_first, masks.causal,
-                           masks.safe, TRIM_MASKED_KEYS and masked == 1 and not kept)
+                           masks.safe, TRIM_MASKED_KEYS and masked == 1 and not kept, masks.cap is not None)
 
 
 def _compiled(shape) -> tuple[int, object]:
@@ -240,6 +240,7 @@ class ScoreMasks:
     #                                  of `prepare`: graphs give causal masks as tensors, the boolean or additive path)
     safe: bool = False               # a row whose scores are all -inf gives zeros (else NaN)
     mask2: np.ndarray | None = None  # added after `mask`
+    cap: float | None = None         # a soft cap: before the masks, s = cap · tanh(s) (s scaled already)
 
 
 def _mask_operand(mask: np.ndarray | None, shape: tuple, dtype) -> tuple[np.ndarray | None, bool]:
@@ -294,7 +295,7 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
                 k_s=ks[3], k_d=ks[2], v_b=vs[0], v_h=vs[1], v_s=vs[2], o_b=os_[0], o_h=os_[1], o_s=os_[2],
                 m_b=ms[0], m_h=ms[1], m_s=ms[2], m2_b=m2s[0], m2_h=m2s[1], m2_s=m2s[2], keep_b=keeps[0],
                 keep_h=keeps[1], keep_s=keeps[2], group=group, chunks=chunks, chunk_rows=chunk_rows)
-    params = np.array([scale, masks.fill], np.float32)
+    params = np.array([scale, masks.fill, 0.0 if masks.cap is None else masks.cap], np.float32)
     arrays = (q, kt, v, out, mask, params, keep, mask2)
     ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
     kb = -(-sk // shape.nr) * shape.nr if sk <= ONE_KEY_BLOCK else max(1, KEY_BLOCK // shape.nr) * shape.nr
@@ -324,7 +325,8 @@ class AttentionKernel(Kernel):
         except ValueError:
             return None
         mask, keep, mask2 = (inputs[self.slot[id(x)]] if x is not None else None for x in (m.mask, m.keep, m.mask2))
-        masks = ScoreMasks(mask, keep, m.fill, m.inverted, m.kept_first, safe=bool(m.safe), mask2=mask2)
+        masks = ScoreMasks(mask, keep, m.fill, m.inverted, m.kept_first, safe=bool(m.safe), mask2=mask2,
+                           cap=m.soft_cap)
         return prepare(q, kt, v, target, m.scale, masks, group)
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:

@@ -1,10 +1,10 @@
 """Attention blocks on a Snippets kernel with Brgemms: the blocks and calls the attention kernel does not
 take.
 
-The attention kernel (`attention`) covers the scales, masks and softmax of the common exports, on head
-sizes that are whole vectors and operands it can read through strides. A block with other elementwise ops
-on the scores (a soft cap, Tanh(S / c) * c), and a call the attention kernel refuses (tiny BERT's head
-size 8 on AVX-512, sizes such as 30), run here before falling back to node by node.
+The attention kernel (`attention`) covers the scales, masks, soft caps and softmax of the common exports,
+on head sizes that are whole vectors and operands it can read through strides. A block with other
+elementwise ops on the scores (`MHAMatch.others`), and a call the attention kernel refuses (tiny BERT's
+head size 8 on AVX-512, sizes such as 30), run here before falling back to node by node.
 
 The block without its movement ops (S = Q·Kᵀ, the scale and masks, the softmax, P·V) goes through the
 Snippets compiler: ConvertMatMulToBrgemm makes both products Brgemm expressions of the Linear IR, and
@@ -14,7 +14,7 @@ a head per iteration of its domain, their scores in the thread's scratchpad, rea
 through a BrgemmCopyB that packs it once per head; past `brgemm_blocks.BLOCK_ELEMENTS` scores a head,
 SplitDimensionM makes that a block of rows per iteration, and Kᵀ is copied here once instead (packed per
 block it would cost as much as the product); with no block of rows to split, a row per iteration. Key and
-value heads shared by groups of query heads (grouped-query attention, Gemma 2's soft-capped blocks) are
+value heads shared by groups of query heads (grouped-query attention) are
 read from copies with each head repeated for its group. Kernels are compiled per input shapes but the
 batch (a Brgemm's own dims are static): compiled at batch COMPILED_BATCH, a kernel runs any batch. What
 the kernel cannot take (masks that widen the batch) runs node by node (the reference kernel).

@@ -12,14 +12,15 @@ blocks keeps the scratchpad small), per key block:
    its strides: the head split (a Reshape and Transpose of the projection) costs no copy.
 2. For each block of `mr` query rows of the chunk (a last short block repeats its last row): the scores
    [mr, kb] = Q rows · packed Kᵀ, panel by panel (the K loop runs over the head size D).
-3. As the scores are stored: the masks, in the block's order — an additive mask (+ mask), a boolean one
+3. As the scores are stored: with `capped`, the soft cap s = cap · tanh(s) (Gemma 2's; the scale in the
+   packed Kᵀ holds its 1 / cap); the masks, in the block's order — an additive mask (+ mask), a boolean one
    (where(keep, s, fill)), both broadcast through strides — then, `causal`, -inf for keys past the row's
    position (key j > row + Sk - Sq); the maximum per row. A causal row block computes only the keys its
    last row sees.
    With `trimmed` (one additive mask), a row block first scans its mask rows and computes only up to
    the last key some row needs (masked above -1e30 or NaN, in a row with a key at -1e20 or more; a row
    without one needs all): the keys past weigh exp(score - maximum) = 0 exactly for finite scores
-   under 1e29, and are not read (GPT-2's causal mask, BERT's padded keys).
+   under 1e29 (capped ones are), and are not read (GPT-2's causal mask, BERT's padded keys).
 4. Per row: the new maximum m' (with the row's maximum so far m), exp(s - m') in place and its sum; the
    row's accumulated output and sum are rescaled by exp(m - m') and P · V (the K loop over the block's
    keys; B is V's rows in place) and the sum added.
@@ -27,7 +28,7 @@ After the last key block, each output row is its accumulation over its sum, stor
 straight into the merged-heads layout when the output transpose was absorbed. A row of -inf scores
 (every key masked) gives NaN as Softmax does, or zeros when `safe`.
 
-ptrs: see `PTRS` (mask, keep: null when there is none; params: the scale and the fill of a boolean mask).
+ptrs: see `PTRS` (mask, keep: null when there is none; params: the scale, the fill of a boolean mask, the cap).
 dims: see `DIMS`, strides in elements: Q, V and O have unit stride along the head size, K any strides
 (k_s between keys, k_d along the head size). The masks have unit stride along the keys (keep: bytes, 0 is
 false). Dv is a multiple of the output block's width. `group` query heads share a head of K and V
@@ -66,6 +67,7 @@ class AttentionKernel:
     causal: bool = False
     safe: bool = False     # a row of -inf scores gives zeros (ONNX Attention), not NaN
     trimmed: bool = False  # (one additive mask) keys masked away for every row of a block are skipped
+    capped: bool = False   # a soft cap before the masks: s = cap · tanh(s)
 
     @property
     def nr(self) -> int:
@@ -76,7 +78,8 @@ class AttentionKernel:
         keep = ("_unkept" if self.inverted else "_kept") + ("_first" if self.kept_first else "") if self.kept else ""
         return (f"snipjit_attention_{self.mr}x{self.score_vectors}x{self.out_vectors}x{self.lanes}_u{self.unroll}"
                 f"{'' if self.fused else '_mul_add'}{'_mask' * self.masked}{keep}"
-                f"{'_causal' if self.causal else ''}{'_safe' if self.safe else ''}{'_trimmed' if self.trimmed else ''}")
+                f"{'_causal' if self.causal else ''}{'_safe' if self.safe else ''}{'_trimmed' if self.trimmed else ''}"
+                f"{'_capped' if self.capped else ''}")
 
     def scratch_floats(self, kb: int, d: int, dv: int, chunk_rows: int) -> int:
         """Floats of scratchpad one thread needs for key blocks of kb keys (a multiple of NR): the block's
@@ -156,6 +159,7 @@ class _Block:
     k0: ir.Value       # the key block's first key
     count: ir.Value    # its keys [k0, k0 + count) are computed (fewer for a causal block's last ones)
     fill: ir.Value     # a boolean mask's fill value
+    cap: ir.Value | None   # the soft cap (`capped`)
 
 
 def _masked(g: _Builder, block: _Block, j: int, at, inside, value):
@@ -188,6 +192,7 @@ def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) 
     for j in range(len(q_rows)):
         g.store(minus_inf, g.at(maxima, _c(j * lanes)))
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    cap = g.splat(block.cap, F32) if shape.capped else None
     panels = CountedLoop(b, "qk.panel", _c(0), b.sdiv(b.add(block.count, _c(shape.nr - 1)), _c(shape.nr)), 1)
     panels.enter()
     panel = g.at(packed, b.mul(panels.index, b.mul(d["D"], _c(shape.nr))))
@@ -198,12 +203,21 @@ def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) 
     column = b.mul(panels.index, _c(shape.nr))
     starts = [b.add(column, _c(v * lanes)) for v in range(shape.score_vectors)]
     inside = [b.icmp_signed("<", lane_ids, g.splat(b.sub(block.count, at), I64)) for at in starts]
+    rows_out = [g.at(scores, b.add(b.mul(_c(j), padded), column)) for j in range(len(acc))]
+    if shape.capped:   # the products stored first: tanh beside the live accumulators spilled them (1.1× slower)
+        for out, row in zip(rows_out, acc):
+            for v, value in enumerate(row):
+                g.store(value, g.at(out, _c(v * lanes)))
+        b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True), [])
     for j, row in enumerate(acc):
-        out = g.at(scores, b.add(b.mul(_c(j), padded), column))
+        out = rows_out[j]
         largest = g.load(g.at(maxima, _c(j * lanes)))
         if shape.causal:   # (the keys this row sees: key <= row + Sk - Sq, counted from the block's first)
             seen = b.sub(b.add(b.add(block.rows[j], _c(1)), b.sub(d["Sk"], d["Sq"])), block.k0)
         for v, value in enumerate(row):
+            if shape.capped:   # (the product, read back after the barrier)
+                product = g.load(g.at(out, _c(v * lanes)))
+                value = b.fmul(vmath.emit(b, "tanh", product, fused_multiply_add=shape.fused), cap)
             value = _masked(g, block, j, starts[v], inside[v], value)
             valid = inside[v]
             if shape.causal:
@@ -291,7 +305,7 @@ class _Item:
     totals: ir.Value
 
 
-def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padded, row_max, fill) -> None:
+def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padded, row_max, fill, cap) -> None:
     """One block of query rows against one block of keys (online softmax): the scores, the new row
     maxima, exp, and the chunk's output rows and sums rescaled and accumulated."""
     b, d, shape, lanes = g.b, g.d, g.shape, g.shape.lanes
@@ -314,7 +328,7 @@ def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padde
                               for m, prefix in zip(item.mask_bases, ("m", "m2"))],
                        None if item.keep_base is None else
                        [b.gep(item.keep_base, [b.add(b.mul(r, d["keep_s"]), k0)], source_etype=I8) for r in rows],
-                       k0, count, fill)
+                       k0, count, fill, cap)
         _scores(g, [g.at(item.q_base, b.mul(r, d["q_s"])) for r in rows], block, packed, scores, padded, row_max)
         p_rows = [g.at(scores, b.mul(_c(j), padded)) for j in range(shape.mr)]
         # (every row's old state is read before any is written: the repeated last rows write the same values)
@@ -364,6 +378,7 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     Q, K, V, O = (g.pointer(name) for name in PTRS[:4])
     params = g.pointer("params")
     scale, fill = (b.load(g.at(params, _c(i)), typ=F32) for i in (0, 1))
+    cap = b.load(g.at(params, _c(2)), typ=F32) if shape.capped else None
     padded = d["kb"]   # (a key block: a multiple of NR)
     packed = g.scratch
     scores = g.at(packed, b.mul(padded, d["D"]))
@@ -412,7 +427,7 @@ def attention_module(shape: AttentionKernel) -> ir.Module:
     _pack_keys(g, g.at(k_base, b.mul(k0, d["k_s"])), packed, scale, count)
     blocks = CountedLoop(b, "rows", first_row, rows_end, shape.mr)
     blocks.enter()
-    _row_block(g, item, blocks.index, k0, count, packed, scores, padded, row_max, fill)
+    _row_block(g, item, blocks.index, k0, count, packed, scores, padded, row_max, fill, cap)
     blocks.leave()
     keys.leave()
 

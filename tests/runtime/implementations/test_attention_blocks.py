@@ -1,7 +1,10 @@
 """The attention kernel against NumPy (float64) at every ISA level this host can execute: head counts,
 head sizes 32/64/80/128, odd sequence lengths, strided (head-split) operands, masks broadcast every way,
-causal and fully masked rows, one key block or an online softmax over several; and compiled attention
-blocks against the unfused graph, with dynamic batch and sequence."""
+causal and fully masked rows, soft caps, one key block or an online softmax over several; and compiled
+attention blocks against the unfused graph, with dynamic batch and sequence (Gemma 2 exported from
+transformers among them)."""
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -187,6 +190,7 @@ def test_a_fused_projection_split_into_q_k_and_v_is_read_in_place(level, monkeyp
 def masked_reference(q, kt, v, masks, scale):
     """softmax of the scores after the masks in the block's order, times v (float64)."""
     s = np.matmul(q.astype(np.float64), kt.astype(np.float64)) * scale
+    s = s if masks.cap is None else masks.cap * np.tanh(s)
 
     def keep(x):
         return np.where(masks.keep, masks.fill, x) if masks.inverted else np.where(masks.keep, x, masks.fill)
@@ -220,6 +224,48 @@ def test_boolean_masks_and_causal_blocks(level, key_blocks, sq, sk, order):
     got, want = run(q, k.transpose(0, 1, 3, 2), v, masks, 0.125), masked_reference(q, k.transpose(0, 1, 3, 2), v,
                                                                                    masks, 0.125)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)   # (rows that see no key: NaN in both)
+
+
+@pytest.mark.parametrize("sq, sk", [(23, 23), (1, 40), (40, 17)])
+@pytest.mark.parametrize("order", ["cap", "cap+add", "cap+keep", "cap+causal", "cap+causal mask"])
+def test_soft_capped_scores(level, key_blocks, sq, sk, order):
+    """s = cap · tanh(s · scale) before the masks (Gemma 2): alone, with each kind of mask, and with an additive
+    causal mask (GPT-2's, whose keys the kernel skips past each row block's last)."""
+    rng = np.random.default_rng(sq + sk)
+    q, k, v = heads(rng, 2, 4, sq, 32), heads(rng, 2, 2, sk, 32), heads(rng, 2, 2, sk, 32)
+    q *= 6   # (scores past the cap: tanh saturates)
+    keep = rng.random((2, 1, sq, sk)) < 0.7
+    keep[..., 0] = True
+    causal = np.where(np.arange(sk) <= np.arange(sq)[:, None] + sk - sq, 0, FLT_MIN).astype(np.float32)
+    masks = {"cap": attention.ScoreMasks(cap=5.0),
+             "cap+add": attention.ScoreMasks(rng.standard_normal((2, 1, 1, sk), dtype=np.float32), cap=30.0),
+             "cap+keep": attention.ScoreMasks(keep=keep, fill=-1e4, cap=2.5),
+             "cap+causal": attention.ScoreMasks(causal=True, cap=50.0),
+             "cap+causal mask": attention.ScoreMasks(causal[None, None], cap=50.0)}[order]
+    kt = k.transpose(0, 1, 3, 2)
+    store = np.full((2, 4, sq, 32), np.nan, np.float32)
+    launch = attention.prepare(q, kt, v, store, 0.125, masks, group=2)
+    assert launch is not None and launch.shape.capped
+    assert launch.shape.trimmed == (order == "cap+causal mask" or order == "cap+add")
+    launch.run()
+    want = masked_reference(q, np.repeat(kt, 2, axis=1), np.repeat(v, 2, axis=1), masks, 0.125)
+    np.testing.assert_allclose(store, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_soft_capped_blocks_compile_onto_the_kernel(level, monkeypatch, causal):
+    """A soft cap, Tanh(S / c) · c after the scale, is the kernel's (the scale carries 1 / c): every batch and
+    sequence on it."""
+    text = attention_block("batch", "seq", heads=3, size=32, scale=32 ** -0.5, soft_cap=30.0, causal=causal)
+    fused, plain, step = on_the_kernel(text, monkeypatch)
+    assert step.kernel.block.soft_cap == 30.0 and step.kernel.block.others == []
+    rng = np.random.default_rng(11)
+    for batch, seq in ((1, 7), (2, 50), (1, 129), (3, 1)):
+        x = {n: rng.standard_normal((batch, seq, 96), dtype=np.float32) for n in "qkv"}
+        x["mask"] = np.where(rng.random((batch, 1, 1, seq)) < 0.2, FLT_MIN, 0).astype(np.float32)
+        if causal:
+            x["rows"], x["cols"] = np.arange(seq, dtype=np.float32)[:, None], np.arange(seq, dtype=np.float32)
+        np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
 
 
 CAUSAL = """graph(q: f32[1,2,9,32], k: f32[1,2,32,9], v: f32[1,2,9,32], keep: bool[1,1,9,9]) -> [y] {
@@ -359,3 +405,46 @@ def test_more_query_rows_than_a_chunk_holds(level, key_blocks):
     got = run(q, k.transpose(0, 1, 3, 2), v, causal, 0.125)
     np.testing.assert_allclose(got, masked_reference(q, k.transpose(0, 1, 3, 2), v, causal, 0.125),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_an_exported_gemma2_runs_each_block_as_one_step(tmp_path, monkeypatch):
+    """transformers' Gemma 2 (soft-capped scores, 4 query heads sharing 2 key/value heads, a sliding window),
+    exported by torch.onnx.export with random weights: each layer's block one step on the attention kernel,
+    matching torch at two sequence lengths."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Gemma2Config(
+        vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, max_position_embeddings=256, attn_logit_softcapping=50.0,
+        final_logit_softcapping=None, sliding_window=64, attn_implementation="eager")
+    torch.manual_seed(0)
+    gemma = transformers.Gemma2Model(config).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gemma = gemma
+
+        def forward(self, ids, mask):
+            return self.gemma(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    rng = np.random.default_rng(0)
+    ids = torch.from_numpy(rng.integers(0, 500, (1, 40)))
+    path = tmp_path / "gemma2.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (the TorchScript exporter's deprecation and tracer warnings)
+        torch.onnx.export(Hidden().eval(), (ids, torch.ones_like(ids)), str(path), input_names=["ids", "mask"],
+                          output_names=["y"], dynamic_axes={"ids": {1: "seq"}, "mask": {1: "seq"}, "y": {1: "seq"}},
+                          opset_version=17, dynamo=False)
+    model = snipjit.compile(str(path))
+    blocks = [s for s in model.plan if "Softmax" in s.ops]
+    assert len(blocks) == 2 and all(isinstance(s.kernel, attention.AttentionKernel) for s in blocks)
+    for s in blocks:
+        assert s.kernel.block.soft_cap == 50.0
+        monkeypatch.setattr(s.kernel, "fallback", None)   # (the results below are the kernel's)
+    for seq in (40, 23):
+        ids = rng.integers(0, 500, (1, seq))
+        with torch.no_grad():
+            want = gemma(input_ids=torch.from_numpy(ids), attention_mask=torch.ones(1, seq, dtype=torch.int64))
+        got = model.run({"ids": ids, "mask": np.ones((1, seq), np.int64)})[0]
+        np.testing.assert_allclose(got, want.last_hidden_state.numpy(), rtol=1e-4, atol=1e-4)
