@@ -96,9 +96,11 @@ def test_one_kernel_serves_every_batch(level, monkeypatch, rows_per_iteration, s
     assert len(kernel.launches) == (2 if shared_mask else 1)
 
 
-@pytest.mark.parametrize("size", [18, 30])   # not whole vectors at any level
-def test_head_sizes_the_attention_kernel_refuses_fall_back_to_brgemms(level, monkeypatch, rows_per_iteration, size):
-    text = attention_block("batch", "seq", heads=2, size=size, scale=size ** -0.5)
+@pytest.mark.parametrize("size, cap", [(18, None), (30, None), (30, 20.0)])   # not whole vectors at any level
+def test_head_sizes_the_attention_kernel_refuses_fall_back_to_brgemms(level, monkeypatch, rows_per_iteration, size,
+                                                                      cap):
+    """(With a soft cap too: the attention kernel's, but not at these sizes.)"""
+    text = attention_block("batch", "seq", heads=2, size=size, scale=size ** -0.5, soft_cap=cap)
     fused, plain = snipjit.compile(parse_graph(text)), snipjit.compile(parse_graph(text), mha=False)
     kernel = on_the_brgemm_kernel(block_step(fused), monkeypatch)
     rng = np.random.default_rng(size)
