@@ -333,8 +333,8 @@ def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: 
     vectors (`masked`: one vector, its lanes below `left`) on the tap loop (`mode` "taps"); or, `mode`
     "reuse" (inside the input's width) and "clipped" (not), `pixels` output pixels over the whole vectors
     of the `left` channels, one vector at a time, reusing inputs across pixels (`_accumulate_rows`): one
-    call per block of a row's chunk, its setup shared by the chunk's vectors; "reuse2" and "clipped2" the
-    same on two neighbouring output rows. A call of the reuse modes computes `count` neighbouring blocks."""
+    call per block of a row's chunk ("reuse": per run of `count` neighbouring blocks), its setup shared by
+    the chunk's vectors; "reuse2" and "clipped2" the same on two neighbouring output rows."""
     name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}{'' if mode == 'taps' else '_' + mode}"
     fn = g.function(name, [g.ptr] * 6 + [I64] * 6, internal=True)
     b, d, lanes = g.b, g.d, g.shape.lanes
