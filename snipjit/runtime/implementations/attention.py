@@ -27,6 +27,7 @@ from .base import Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKe
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
 ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted per thread
+HALF_VECTOR_LANES = 8                  # a head size of half vectors runs on vectors of this many lanes
 ONE_KEY_BLOCK = 1024                   # up to this many keys, one key block (the whole row of scores)
 KEY_BLOCK = 512                        # else blocks of about this many keys, an online softmax over them
 MAX_CHUNK_ROWS = 256                   # work items of at most this many query rows
@@ -180,6 +181,8 @@ def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: int, kept: 
     from ...targets.llvm.attention import AttentionKernel
     level = jit.host().level
     lanes, registers = level.f32_lanes, level.vector_registers
+    if dv % lanes and lanes // 2 == HALF_VECTOR_LANES and dv % HALF_VECTOR_LANES == 0:
+        lanes //= 2   # (AVX-512: head sizes such as 8, 40 (Stable Diffusion), 72 on 256-bit vectors)
     if dv % lanes:
         return None
     scores = gemm_launch.choose_kernel(sk_hint, d).shape

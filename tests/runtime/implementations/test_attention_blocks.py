@@ -76,6 +76,29 @@ def test_head_sizes_with_contiguous_heads(level, d):
     check(q, np.ascontiguousarray(k.transpose(0, 1, 3, 2)), v, scale=0.3, merged=True)   # Kᵀ stored as such
 
 
+@pytest.mark.parametrize("d", [8, 24, 40, 72])
+def test_head_sizes_of_half_vectors(level, key_blocks, d):
+    """Head sizes that are whole 256-bit vectors: on AVX-512, a kernel of 256-bit vectors takes them."""
+    rng = np.random.default_rng(d)
+    q, k, v = heads(rng, 2, 3, 37, d), heads(rng, 2, 3, 53, d), heads(rng, 2, 3, 53, d)
+    mask = np.where(rng.random((2, 1, 1, 53)) < 0.2, FLT_MIN, 0).astype(np.float32)
+    kt = k.transpose(0, 1, 3, 2)
+    out = np.full((2, 3, 37, d), np.nan, np.float32)
+    launch = attention.prepare(q, kt, v, out, d ** -0.5, attention.ScoreMasks(mask))
+    assert launch is not None and launch.shape.lanes == min(level.f32_lanes, 8 if d % 16 else 16)
+    check(q, kt, v, mask, d ** -0.5, merged=True)
+
+
+def test_a_head_size_of_half_vectors_compiles_onto_the_kernel(level, monkeypatch):
+    """Stable Diffusion's head size 40: the attention kernel at every level (on AVX-512 on 256-bit vectors)."""
+    fused, plain, _ = on_the_kernel(attention_block("batch", "seq", heads=2, size=40, scale=40 ** -0.5), monkeypatch)
+    rng = np.random.default_rng(12)
+    for batch, seq in ((1, 9), (2, 64)):
+        x = {n: rng.standard_normal((batch, seq, 80), dtype=np.float32) for n in "qkv"}
+        x["mask"] = np.where(rng.random((batch, 1, 1, seq)) < 0.2, FLT_MIN, 0).astype(np.float32)
+        np.testing.assert_allclose(fused.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_causal_and_padding_masks(level):
     rng = np.random.default_rng(5)
     b, h, s, d = 2, 4, 23, 64
