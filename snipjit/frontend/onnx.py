@@ -12,7 +12,8 @@ An op that is not in the registry but whose ONNX schema defines it as a function
 NegativeLogLikelihoodLoss, Attention, ...) is replaced by the nodes of its function body, instantiated for
 the node (see `onnx_functions`): composite ops need no kernel of their own. Body nodes are imported like
 any other (opset rules, nested expansion); an error inside a body names the original node and the body
-node's op.
+node's op. ONNX Runtime's `com.microsoft` ops that `onnx_contrib` knows (MultiHeadAttention) become
+standard ops the same way.
 
 Anything the frontend cannot take (an op not in the registry, an unknown domain, a subgraph attribute, a
 malformed model) raises `FrontendError` naming the node: index, name, op type, domain and opset.
@@ -33,6 +34,7 @@ from ..ir.graph import Graph, GraphError, Node, TensorType, Value
 from ..ir.shape import ShapeError, merge_shapes
 from ..ops import OpError, get_op, has_op, infer_node
 from ..ops.infer_shapes import infer_shapes
+from . import onnx_contrib as contrib
 from .onnx_control_flow import CONTROL_FLOW, import_control_flow
 from .onnx_functions import ExpansionError, expand
 from .onnx_opsets import OnnxNode, upgrade
@@ -194,6 +196,8 @@ class _Importer:
         builder = _Builder(self, site, opset)
         if domain == DEFAULT_DOMAIN:
             node = upgrade(node, opset, builder)
+        elif domain == contrib.DOMAIN:
+            node = contrib.decompose(node, builder)
         if node is not None:
             builder.add(node)
 
