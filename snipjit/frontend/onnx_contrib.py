@@ -5,12 +5,12 @@ written as standard ops when they are imported.
   may differ), an optional projection bias [3 parts: query, key, value] added to them, an optional key
   padding mask (int, [batch, keys] or [batch, rows, keys]; 0 or less: masked, `mask_filter_value`, default
   -10000, added) and attention bias ([batch or 1, heads or 1, rows, keys]), `unidirectional` (causal: row i
-  sees key j when j <= i, there being no past keys; the others are left out, as ONNX Runtime does), `scale` (default
+  sees key j when j <= i, there being no past keys; the others are left out, as ONNX Runtime does — with
+  fewer rows than keys its CPU kernel matches neither this nor j <= i + keys - rows), `scale` (default
   1/sqrt(head size)). It becomes the head split, Q·Kᵀ · scale, the attention bias and the padding added, a
   Where hiding the causal mask's keys (-inf), Softmax, ·V and the head merge: the pattern TokenizeMHA fuses
-  into one attention step. Refused, naming
-  the node: packed QKV or KV, 4-D keys or values, past/present keys and values (a KV cache), a mask of
-  sequence lengths, the qk output.
+  into one attention step. Refused, naming the node: packed QKV or KV, 4-D keys or values, past/present
+  keys and values (a KV cache), a mask of sequence lengths, the qk output.
 """
 from __future__ import annotations
 
