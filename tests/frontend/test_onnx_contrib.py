@@ -14,7 +14,8 @@ from snipjit.runtime.implementations import attention, gemm_launch
 
 # (batch, rows, keys, heads, head size, value head size, unidirectional, padding mask rank, attention bias)
 CASES = [(2, 5, 7, 2, 16, 16, 0, 2, False), (2, 9, 9, 3, 32, 32, 1, 2, True), (1, 33, 33, 4, 64, 64, 1, 0, False),
-         (2, 6, 11, 2, 32, 16, 0, 3, True), (1, 7, 5, 2, 16, 16, 1, 0, False), (2, 8, 8, 2, 8, 8, 1, 3, True)]
+         (2, 6, 11, 2, 32, 16, 0, 3, True), (1, 7, 5, 2, 16, 16, 1, 0, False), (2, 8, 8, 2, 8, 8, 1, 3, True),
+         (2, 3, 7, 2, 16, 16, 1, 2, False), (1, 1, 6, 2, 16, 16, 1, 0, True)]   # causal, fewer rows than keys
 
 
 def mha_model(heads: int, width: int, value_width: int, unidirectional: int = 0, padding: int = 0,
@@ -58,7 +59,7 @@ def feeds(rng, case) -> dict:
 
 def reference(x: dict, heads: int, unidirectional: int, scale: float | None = None, fill: float = -10000.0):
     """The op in float64: bias added, heads split, scores scaled, attention bias and fill at padded keys
-    added, keys past a row (j > i) left out, softmax, ·V, heads merged."""
+    added, keys past a row (j > i) left out but by the last row, softmax, ·V, heads merged."""
     q, k, v = (x[n].astype(np.float64) for n in "qkv")
     width, value_width = q.shape[2], v.shape[2]
     if "bias" in x:
@@ -72,7 +73,8 @@ def reference(x: dict, heads: int, unidirectional: int, scale: float | None = No
         m = x["m"][:, None, None, :] if x["m"].ndim == 2 else x["m"][:, None]
         s = np.where(m > 0, s, (s.astype(np.float32) + np.float32(fill)).astype(np.float64))   # (rounded as in f32)
     if unidirectional:
-        s = np.where(np.arange(s.shape[-1]) <= np.arange(s.shape[-2])[:, None], s, -np.inf)
+        rows = np.arange(s.shape[-2])[:, None]
+        s = np.where((np.arange(s.shape[-1]) <= rows) | (rows == s.shape[-2] - 1), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     o = (p / p.sum(-1, keepdims=True)) @ split[1](v)
     return o.transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], value_width)
@@ -122,13 +124,33 @@ def test_forms_it_does_not_take_are_refused_naming_the_node(model, message):
     assert "'mha'" in str(e.value) and "MultiHeadAttention" in str(e.value)
 
 
-def test_packed_qkv_and_sequence_lengths_are_refused():
+def test_packed_qkv_and_kv_sequence_lengths_and_a_bias_of_another_length_are_refused():
     packed = mha_model(2, 32, 32, bias=False)
     packed.graph.node[0].input[:] = ["q"]
     with pytest.raises(FrontendError, match="packed QKV"):
         load(packed)
+    packed.graph.node[0].input[:] = ["q", "k"]
+    with pytest.raises(FrontendError, match="packed KV"):
+        load(packed)
+    long_bias = mha_model(2, 32, 32)
+    long_bias.graph.input[3].type.tensor_type.shape.dim[0].dim_value = 97
+    with pytest.raises(FrontendError, match=r"bias must be \[96\]"):
+        load(long_bias)
     lengths = mha_model(2, 32, 32, padding=2)
     lengths.graph.input[4].type.tensor_type.shape.ClearField("dim")
     lengths.graph.input[4].type.tensor_type.shape.dim.add().dim_param = "b"
     with pytest.raises(FrontendError, match="sequence lengths are not supported"):
         load(lengths)
+
+
+def test_half_precision_stays_half():
+    model = mha_model(2, 32, 32, unidirectional=1, padding=2)
+    for value in [*model.graph.input, *model.graph.output]:
+        if value.type.tensor_type.elem_type == TP.FLOAT:
+            value.type.tensor_type.elem_type = TP.FLOAT16
+    x = feeds(np.random.default_rng(5), (2, 6, 6, 2, 16, 16, 1, 2, False))
+    x = {n: a.astype(np.float16) if a.dtype == np.float32 else a for n, a in x.items()}
+    x["m"][:, :2] = 1   # (every row sees a key not padded: -10000 + s in f16 keeps no digit of s)
+    got = snipjit.compile(model).run(x)[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, reference(x, 2, 1), rtol=2e-2, atol=2e-2)
