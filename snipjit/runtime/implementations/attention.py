@@ -5,7 +5,8 @@ The block's movement ops are applied to the arrays as NumPy views (no copies): Q
 become [batch, heads, rows, head size] views whose strides the kernel reads. The output's movement ops
 are inverted on the planned output array, so the kernel writes the merged-heads layout directly. When
 a view would need a copy, the layouts do not suit the kernel (a head size whose elements are not
-contiguous, one not a multiple of the vector width), or no LLVM is available, the block runs on its
+contiguous, one not a multiple of the vector width — on AVX-512, of 256-bit vectors), or no LLVM is
+available, the block runs on its
 fallback: the Snippets kernel with Brgemms (`brgemm_attention`), else node by node (the reference kernel),
 which give the same results.
 """
@@ -29,6 +30,7 @@ PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling threa
 ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted per thread
 MAX_OUT_VECTORS = 5                    # vectors per row of the output block, at most (5 for head sizes of 5
                                        # vectors, 40 and 80: 1.03-1.2× faster than 1; 6 for 96 no faster)
+MIN_SCORE_ACCUMULATORS = 8             # the scores block's accumulators, at least (see `_shape`)
 HALF_VECTOR_LANES = 8                  # a head size of half vectors runs on vectors of this many lanes
 ONE_KEY_BLOCK = 1024                   # up to this many keys, one key block (the whole row of scores)
 KEY_BLOCK = 512                        # else blocks of about this many keys, an online softmax over them
@@ -176,9 +178,12 @@ def operands(block: MHAMatch, slot: dict[int, int],
 def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: int, kept: bool):
     """The attention kernel for head sizes d (scores) and dv (output) at the current ISA level, or None.
     The scores block is the GEMM's block for a product as wide as the keys; the row block's height and the
-    output block's vectors (dividing Dv) those of the fewest loads per FMA over both products: each loads
-    rows + vectors per rows · vectors FMAs, so 2 / rows + 1 / vectors (the scores' vectors fixed), the taller
-    on a tie. With one additive mask, the kernel
+    output block's vectors (dividing Dv): the most accumulators with up to 4 vectors, or a wider block (5
+    vectors: head sizes 40, 80, 200) when it loads fewer times per FMA over both products (each loads rows +
+    vectors per rows · vectors FMAs: 2 / rows + 1 / vectors, the scores' vectors fixed) and its rows keep
+    MIN_SCORE_ACCUMULATORS sums in the scores block (fewer leave the FMA units waiting on their latency:
+    AVX2's 2 × 3 scores block for head size 40 ran 1.2× slower at 256 and 512 keys than 6 × 2).
+    With one additive mask, the kernel
     skips the keys a row block's mask rows all mask away (GPT-2's causal mask, BERT's padded keys): see
     `targets.llvm.attention._needed_end`."""
     from ...targets.llvm import jit
@@ -192,7 +197,13 @@ def _shape(d: int, dv: int, sk_hint: int, masks: ScoreMasks, masked: int, kept: 
     scores = gemm_launch.choose_kernel(sk_hint, d).shape
     blocks = [(min(scores.mr, (registers - v - 1) // v), v)
               for v in range(1, MAX_OUT_VECTORS + 1) if (dv // lanes) % v == 0]
-    rows, vectors = min(((r, v) for r, v in blocks if r >= 1), key=lambda b: (2 / b[0] + 1 / b[1], -b[0]))
+    def loads(block: tuple[int, int]) -> float:
+        return 2 / block[0] + 1 / block[1]
+
+    narrow = max((b for b in blocks if b[1] <= 4), key=lambda b: b[0] * b[1])
+    wider = [b for b in blocks if b[1] > 4 and b[0] * scores.vectors >= MIN_SCORE_ACCUMULATORS
+             and loads(b) < loads(narrow)]
+    rows, vectors = min(wider, key=loads) if wider else narrow
     return AttentionKernel(rows, scores.vectors, vectors, lanes, scores.unroll, level.fused_multiply_add, masked,
                            kept, kept and masks.inverted, kept and masked > 0 and masks.kept_first, masks.causal,
                            masks.safe, TRIM_MASKED_KEYS and masked == 1 and not kept, masks.cap is not None)

@@ -4,7 +4,8 @@ take.
 The attention kernel (`attention`) covers the scales, masks, soft caps and softmax of the common exports,
 on head sizes that are whole vectors and operands it can read through strides. A block with other
 elementwise ops on the scores (`MHAMatch.others`), and a call the attention kernel refuses (head sizes
-that are not whole half vectors, such as 18 or 30), run here before falling back to node by node.
+that are not whole vectors — on AVX-512, of 256 bits —, such as 18 or 30, or 12 and 20 on AVX2), run here
+before falling back to node by node.
 
 The block without its movement ops (S = Q·Kᵀ, the scale and masks, the softmax, P·V) goes through the
 Snippets compiler: ConvertMatMulToBrgemm makes both products Brgemm expressions of the Linear IR, and
