@@ -85,6 +85,8 @@ def multi_head_attention(node: OnnxNode, b: Builder) -> None:
         raise b.fail(f"num_heads {heads!r} must divide the query's hidden size {hidden} and the value's "
                      f"{value_hidden}")
     dtype = query.type.dtype.np   # (the constants below: f16 models stay f16)
+    if dtype.kind != "f":
+        raise b.fail(f"query must be floating point, got {query.type.dtype}")
     size, value_size = hidden // heads, value_hidden // heads
     scale = node.attrs.get("scale") or 1 / math.sqrt(size)
     fill = float(node.attrs.get("mask_filter_value", -10000.0))

@@ -124,7 +124,7 @@ def test_forms_it_does_not_take_are_refused_naming_the_node(model, message):
     assert "'mha'" in str(e.value) and "MultiHeadAttention" in str(e.value)
 
 
-def test_packed_qkv_and_kv_sequence_lengths_and_a_bias_of_another_length_are_refused():
+def test_packed_qkv_and_kv_integers_sequence_lengths_and_a_bias_of_another_length_are_refused():
     packed = mha_model(2, 32, 32, bias=False)
     packed.graph.node[0].input[:] = ["q"]
     with pytest.raises(FrontendError, match="packed QKV"):
@@ -132,6 +132,11 @@ def test_packed_qkv_and_kv_sequence_lengths_and_a_bias_of_another_length_are_ref
     packed.graph.node[0].input[:] = ["q", "k"]
     with pytest.raises(FrontendError, match="packed KV"):
         load(packed)
+    integers = mha_model(2, 32, 32, bias=False)
+    for value in integers.graph.input:
+        value.type.tensor_type.elem_type = TP.INT32
+    with pytest.raises(FrontendError, match="query must be floating point"):
+        load(integers)
     long_bias = mha_model(2, 32, 32)
     long_bias.graph.input[3].type.tensor_type.shape.dim[0].dim_value = 97
     with pytest.raises(FrontendError, match=r"bias must be \[96\]"):
