@@ -44,8 +44,8 @@ class CompiledSnippet:
 def brgemm_rows(body: Graph) -> bool:
     """Whether a body with Brgemms runs a block of rows per iteration of its parallel domain: all the rows
     of its second-innermost dim, when they and the innermost are static and their block fits
-    `brgemm_blocks.BLOCK_ELEMENTS`
-    (else a row per iteration, which streams B once per row: 2.5-4x slower for 512-1,024 keys)."""
+    `brgemm_blocks.BLOCK_ELEMENTS` (else a row per iteration, which streams B once per row: 2.5-4x slower
+    for 512-1,024 keys)."""
     master = body.meta.get("master_shape", ())
     if len(master) < 2 or not any(n.op == "Brgemm" for n in body.nodes):
         return False

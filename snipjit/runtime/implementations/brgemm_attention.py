@@ -15,10 +15,10 @@ a head per iteration of its domain, their scores in the thread's scratchpad, rea
 through a BrgemmCopyB that packs it once per head; past `brgemm_blocks.BLOCK_ELEMENTS` scores a head,
 SplitDimensionM makes that a block of rows per iteration, and Kᵀ is copied here once instead (packed per
 block it would cost as much as the product); with no block of rows to split, a row per iteration. Key and
-value heads shared by groups of query heads (grouped-query attention) are
-read from copies with each head repeated for its group. Kernels are compiled per input shapes but the
-batch (a Brgemm's own dims are static): compiled at batch COMPILED_BATCH, a kernel runs any batch. What
-the kernel cannot take (masks that widen the batch) runs node by node (the reference kernel).
+value heads shared by groups of query heads (grouped-query attention) are read from copies with each head
+repeated for its group. Kernels are compiled per input shapes but the batch (a Brgemm's own dims are
+static): compiled at batch COMPILED_BATCH, a kernel runs any batch. What the kernel cannot take (masks
+that widen the batch) runs node by node (the reference kernel).
 """
 from __future__ import annotations
 
@@ -123,15 +123,19 @@ class _Launch:
     parallel: bool
     batched: bool = False   # the master's and output's dim 0 is the batch, given at run time
 
+    def at_batch(self, shape: tuple[int, ...], batch: int | None) -> tuple[int, ...]:
+        """`shape` (the output's or the master's, compiled at COMPILED_BATCH) for the run's batch."""
+        return (batch, *shape[1:]) if self.batched and batch is not None else shape
+
     def shape_for(self, batch: int | None) -> tuple[int, ...]:
-        return (batch, *self.out_shape[1:]) if self.batched and batch is not None else self.out_shape
+        return self.at_batch(self.out_shape, batch)
 
     def run(self, arrays: list[np.ndarray], scratchpad, out: np.ndarray | None = None,
             batch: int | None = None) -> np.ndarray:
         """The result, written into `out` (contiguous, of `shape_for(batch)`) or a new array."""
         out = np.empty(self.shape_for(batch), np.float32) if out is None else out
         c = self.compiled
-        master = (batch, *c.master_shape[1:]) if self.batched and batch is not None else c.master_shape
+        master = self.at_batch(c.master_shape, batch)
         ptrs = (ctypes.c_void_p * (len(arrays) + 1))(*[a.ctypes.data for a in arrays], out.ctypes.data)
         dims = (ctypes.c_int64 * len(master))(*master)
         domain = math.prod(master[:c.parallel_rank])

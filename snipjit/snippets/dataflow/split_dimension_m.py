@@ -7,9 +7,9 @@ row per iteration, streaming Kᵀ and V once per row. There, split with m the la
 block of scores fits `brgemm_blocks.ROW_BLOCK_ELEMENTS`, the master shape ends [.., M / m, m, keys]: a
 block of m rows per iteration, the blocks in the parallel domain beside the batch and heads. A Kᵀ packed
 by a BrgemmCopyB is then packed once per block (right, but per block of 64 rows 1,024 keys took twice as
-long), so the attention kernel gives split heads Kᵀ itself. `bench.attention_blocks` (a capped
-block of 12 heads of 64, then with Tanh, Zen 4, AVX-512, 2 threads): 2,048 keys 82.3 ms against 298 ms a row at a time,
-4,096 keys 365 against 1,008 ms, as fast as the attention kernel's 79.9 and 378 ms; blocks of 64K scores
+long), so the attention kernel gives split heads Kᵀ itself. `bench.attention_blocks` (a capped block of
+12 heads of 64, then with Tanh, Zen 4, AVX-512, 2 threads): 2,048 keys 82.3 ms against 298 ms a row at a
+time, 4,096 keys 365 against 1,008 ms, as fast as the attention kernel's 79.9 and 378 ms; blocks of 64K scores
 were 1.6x slower than blocks of 256K, and at 1,024 keys blocks of 256 rows 4% slower than the whole head
 (21.2 against 20.4 ms).
 

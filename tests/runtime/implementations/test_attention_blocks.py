@@ -1,8 +1,8 @@
-"""The attention kernel against NumPy (float64) at every ISA level this host can execute: head counts,
-head sizes 32/64/80/128 and 8/24/40/72 (half vectors on AVX-512), odd sequence lengths, strided (head-split) operands, masks broadcast every way,
-causal and fully masked rows, soft caps, one key block or an online softmax over several; and compiled
-attention blocks against the unfused graph, with dynamic batch and sequence (Gemma 2 exported from
-transformers among them)."""
+"""The attention kernel against NumPy (float64) at every ISA level this host can execute: head counts, head
+sizes 32/64/80/128 and 8/24/40/72 (half vectors on AVX-512), odd sequence lengths, strided (head-split)
+operands, masks broadcast every way, causal and fully masked rows, soft caps, one key block or an online
+softmax over several; and compiled attention blocks against the unfused graph, with dynamic batch and
+sequence (Gemma 2 exported from transformers among them)."""
 import warnings
 
 import numpy as np
