@@ -13,7 +13,9 @@ not care which axis the channels are on:
   of channels is then along the contiguous axis: `snipjit.nhwc::LRN`);
 * a Concat along the channels (then along the last axis), when all its inputs are on the layout;
 * a Transpose to NHWC of a value on the layout is that value; a value the model itself transposes from
-  NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel);
+  NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel); a vision
+  transformer's patch tokens (the image flattened, [N, C, H·W], and transposed to [N, H·W, C]) are the
+  value on the layout reshaped;
 * then a residual Add and a SiLU or HardSwish reading a Conv's output alone join the Conv (its fourth
   input, its `activation`), which its kernel applies before the store.
 
@@ -87,7 +89,7 @@ class _ChannelsLast:
             if id(node) in self.absorbed:
                 continue
             node.inputs = [None if v is None else self.alias.get(id(v), v) for v in node.inputs]
-            if not (self._channel_shuffle(node) or self._convert(node)):
+            if not (self._channel_shuffle(node) or self._tokens(node) or self._convert(node)):
                 node.inputs = [None if v is None else self._nchw(v) for v in node.inputs]
                 self.nodes.append(node)
         self.graph.outputs = [self._nchw(self.alias.get(id(v), v)) for v in self.graph.outputs]
@@ -270,6 +272,23 @@ class _ChannelsLast:
         self._output(merge, merged)
         self.absorbed.update((id(transpose), id(merge)))
         self.summary.converted["channel shuffle"] = self.summary.converted.get("channel shuffle", 0) + 1
+        return True
+
+    def _tokens(self, node: Node) -> bool:
+        """Reshape [N, C, H, W] -> [N, C, H·W], then Transpose (0, 2, 1), of a value on the layout (a vision
+        transformer's patch embedding, `flatten(2).transpose(1, 2)`): [N, H, W, C] viewed as [N, H·W, C]."""
+        x = node.inputs[0] if node.op == "Reshape" and not node.domain else None
+        if x is None or id(x) not in self.twin:
+            return False
+        transpose = self._only_reader(node.outputs[0], "Transpose")
+        n, c, h, w = x.shape
+        if (transpose is None or not all(isinstance(d, int) for d in (c, h, w))
+                or node.outputs[0].shape != (n, c, h * w) or tuple(transpose.attrs.get("perm", ())) != (0, 2, 1)):
+            return False
+        shape = self._constant("tokens_shape", np.array([0, h * w, c]))
+        self.nodes.append(Node("Reshape", [self.twin[id(x)], shape], [transpose.outputs[0]], {}, transpose.name))
+        self.absorbed.add(id(transpose))
+        self.summary.cancelled += 1
         return True
 
     def _operand(self, v: Value) -> Value:

@@ -177,6 +177,28 @@ def test_a_channel_shuffle_becomes_one_transpose_on_the_last_axis():
     assert after.meta[META].converted["channel shuffle"] == 1
 
 
+PATCHES = """graph(x: f32[2,3,8,12]) -> [y: f32[{y}]{outputs}] {{
+  const w: f32[5,3,4,4] = <elided>
+  const b: f32[5] = <elided>
+  const flat: i64[3] = [2, 5, 6]
+  [c: f32[2,5,2,3]] = Conv(x, w, b) {{strides = [4, 4]}}
+  [f: f32[2,5,6]] = Reshape(c, flat)
+  [y: f32[{y}]] = Transpose(f) {{perm = {perm}}}
+}}"""
+
+
+def test_a_vision_transformers_patch_tokens_are_the_conv_output_reshaped():
+    after, ops = rewritten(PATCHES.format(y="2,6,5", outputs="", perm="[0, 2, 1]"))
+    assert ops == ["snipjit.nhwc::Conv", "Reshape"]   # no reorder, no copy: [N, H, W, C] is [N, H·W, C]
+    assert after.outputs[0].name == "y" and after.meta[META].cancelled == 1
+
+
+@pytest.mark.parametrize("y, outputs, perm", [("2,6,5", ", f: f32[2,5,6]", "[0, 2, 1]"), ("5,2,6", "", "[1, 0, 2]")])
+def test_patch_tokens_read_elsewhere_or_otherwise_transposed_keep_the_reorder(y, outputs, perm):
+    after, ops = rewritten(PATCHES.format(y=y, outputs=outputs, perm=perm))
+    assert ops == ["snipjit.nhwc::Conv", "Transpose", "Reshape", "Transpose"]
+
+
 def test_lrn_over_the_channels_is_its_channels_last_twin():
     text = """graph(x: f32[1,7,4,5]) -> [y: f32[1,7,4,5]] {
       const w: f32[7,7,1,1] = <elided>

@@ -226,3 +226,21 @@ def test_any_image_size_without_recompiling():
         xv = randn(*shape)
         np.testing.assert_allclose(cm.run({"x": xv})[0], ref.run({"x": xv})[0], rtol=1e-4, atol=1e-4)
     assert [s.kernel for s in cm.plan] == kernels
+
+
+def test_a_vision_transformers_patch_tokens_are_a_view_of_the_conv_output():
+    """ViT's embedding as exporters write it: the patch Conv flattened to [N, C, H·W] and transposed to tokens,
+    then the class token concatenated: the tokens are the channels-last output reshaped (no reorder step)."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 3, 32, 32])
+    patches = b.Conv(x, b.const(randn(24, 3, 8, 8, scale=0.1)), b.const(randn(24)), strides=[8, 8])
+    flat = b.Reshape(patches, b.const(np.array([0, 24, 16])))
+    tokens = b.Transpose(flat, perm=[0, 2, 1])
+    cls = b.Expand(b.const(randn(1, 1, 24)), b.Concat(b.Slice(b.Shape(x), b.const(np.array([0])),
+                                                               b.const(np.array([1]))),
+                                                      b.const(np.array([1, 24])), axis=0))
+    b.output(b.Add(b.Concat(cls, tokens, axis=1), b.const(randn(17, 24))), "y")
+    graph = b.build()
+    for n in (1, 2):
+        cm = check(graph, {"x": randn(n, 3, 32, 32)})
+    assert "Transpose" not in [op for _, ops in steps(cm) for op in ops]
