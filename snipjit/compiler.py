@@ -270,6 +270,7 @@ def _build(graph: Graph, history: list[PassRecord], options: dict, settings: Exe
     compile_workers.precompile(graph.nodes, options)   # kernels in parallel, into the cache the build reads
     with offering(packed or {}):
         program = Program.build(graph, options, choose=control_flow.choose)
+    compile_workers.precompile_native([step.kernel for step in program.steps], options)   # (the first run's)
     if all(v.type.is_static for v in graph.inputs):
         program.plan_for([v.type for v in graph.inputs])   # static shapes: resolve and plan now
     return CompiledModel(graph, program, history, options, settings)

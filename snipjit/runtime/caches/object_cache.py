@@ -1,16 +1,18 @@
 """The generated microkernels that are not Snippets (GEMM, convolution and sliding-window kernels) as
 object code in the disk cache, so a new process loads them instead of compiling them again (a network
-with activations in its convolutions needs a dozen variants, a few tenths of a second each).
+with activations in its convolutions needs a dozen variants, 0.1-6 s of compiling each).
 
 The key hashes the kernel's name (which spells out every parameter of its generator: block, lanes,
 unrolling, FMA, activation...), the CPU and features it is compiled for, the snipjit version and the
 compiler's source (the generators are part of it), so a hit builds no IR at all. An entry whose key or
 checksum differ, or that does not read back whole, is compiled again and overwritten — never trusted.
-`SNIPJIT_CACHE=0` turns the disk cache off.
+`SNIPJIT_CACHE=0` turns the disk cache off. A `NativeJob` describes a kernel as data, so a compile worker
+(`planning.compile_workers`) can build it ahead of its first use and hand the entry back.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ from ...snippets.target_machine import KernelFunction
 from ...targets.llvm import jit
 from ...targets.llvm.objects import LoadedObject, compile_to_object, load_object
 from ...version import __version__
-from .kernel_cache import (compiler_fingerprint, default_directory, note, offered, seal, unseal,
+from .kernel_cache import (compiler_fingerprint, default_directory, note, offer, offered, seal, unseal,
                            write_atomically)
 
 
@@ -35,6 +37,61 @@ class NativeKernel:
 
 _loaded: dict[tuple[str, str, str], tuple[NativeKernel, int, object]] = {}
 _lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class NativeJob:
+    """A generated kernel as data (picklable: a compile worker builds it too): the generator, a function
+    `module:function` of `snipjit.targets.llvm` taking `shape` (a frozen dataclass whose `name` is the
+    kernel's), for the CPU and features `jit.host()` gave when it was chosen."""
+    generator: str
+    shape: object
+    cpu: str
+    features: str
+
+    @property
+    def name(self) -> str:
+        return self.shape.name
+
+    @property
+    def key(self) -> str:
+        return _key(self.name, self.cpu, self.features)
+
+    def module(self):
+        module, function = self.generator.split(":")
+        return getattr(importlib.import_module(f"snipjit.targets.llvm.{module}"), function)(self.shape)
+
+    def kernel(self) -> tuple[int, object]:
+        """(address, ctypes callable) of the kernel, as `native_kernel` gives it."""
+        return native_kernel(self.module, self.name, self.cpu, self.features)
+
+    def held(self) -> bool:
+        """Whether this process has the kernel loaded or a cache holds it (nothing to compile)."""
+        if (self.name, self.cpu, self.features) in _loaded or offered(self.key) is not None:
+            return True
+        directory = default_directory()
+        return directory is not None and (directory / f"{self.key}.o").exists()
+
+    def entry(self) -> bytes:
+        """The kernel compiled, as a sealed cache entry (what a compile worker sends back); RuntimeError when
+        this process compiles for another CPU or features than the job was chosen for."""
+        host = jit.host()
+        if (host.cpu, host.features) != (self.cpu, self.features):
+            raise RuntimeError(f"kernel {self.name} was chosen for {self.cpu} {self.features}, this process "
+                               f"compiles for {host.cpu} {host.features}")
+        return seal(self.key, compile_to_object(str(self.module()))[0])
+
+
+def accept_entry(key: str, entry: bytes) -> bool:
+    """A kernel compiled elsewhere (`NativeJob.entry`), offered to this process's loads and written to the
+    disk cache; False, and nothing kept, when the entry is not whole or not the kernel of `key`."""
+    if _unsealed(entry, key) is None:
+        return False
+    offer({key: entry})
+    directory = default_directory()
+    if directory is not None:
+        write_atomically(directory / f"{key}.o", entry)
+    return True
 
 
 def native_kernel(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[int, object]:
@@ -76,9 +133,13 @@ def _native(module: Callable[[], object], name: str, cpu: str, features: str) ->
     return found
 
 
+def _key(name: str, cpu: str, features: str) -> str:
+    return hashlib.sha256("\n--\n".join([name, cpu, features, __version__, compiler_fingerprint()]).encode()
+                          ).hexdigest()
+
+
 def _load(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[NativeKernel, int, object]:
-    key = hashlib.sha256("\n--\n".join([name, cpu, features, __version__, compiler_fingerprint()]).encode()
-                         ).hexdigest()
+    key = _key(name, cpu, features)
     directory = default_directory()
     path = None if directory is None else directory / f"{key}.o"
     data = _unsealed(offered(key), key) or _read(path, key)

@@ -73,6 +73,12 @@ class Kernel:
         changing = [i for i in range(len(in_shapes) + n_outputs) if i not in fixed]
         return PreparedLaunch(prepare, lambda arrays: self.run_into(arrays[:-1], arrays[-1:]), changing)
 
+    def native_jobs(self) -> list:
+        """The generated kernels (`object_cache.NativeJob`) its first runs will load, as far as the step
+        tells: compiled ahead, in parallel, by `planning.compile_workers` (a kernel it does not name is
+        compiled when first used)."""
+        return []
+
     def holds_input(self, index: int) -> bool:
         """Whether the kernel keeps its own form of constant input `index` (e.g. packed weights) and
         never reads the array it is given, so the program may release the original."""

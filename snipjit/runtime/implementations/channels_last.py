@@ -188,6 +188,19 @@ class ConvKernel(WeightedKernel):
             return True
         return False
 
+    def native_jobs(self) -> list:
+        """Its kernel for the window the attributes give (pads as declared: they only tell a 1×1 product)."""
+        if not available():
+            return []
+        kernel = tuple(self.node.inputs[1].data.shape[2:])
+        strides, dilations = tuple(self.attrs["strides"] or (1, 1)), tuple(self.attrs["dilations"] or (1, 1))
+        if self.depthwise:
+            window = window_launch.Window(kernel, strides, dilations=dilations)
+            return [window_launch.window_kernel("madd", window, self.activation).job]
+        pads = tuple(self.attrs["pads"] or (0, 0, 0, 0))
+        geometry = conv_launch.ConvGeometry(kernel, strides, pads, dilations)
+        return [conv_launch.conv_kernel(self.packed, geometry, self.planar, self.activation).job]
+
     def _per_channel(self, b: np.ndarray) -> bool:
         return b.size == self.out_channels and (b.ndim == 0 or b.shape[-1] == self.out_channels)
 
@@ -239,6 +252,9 @@ class PoolKernel(WindowKernel):
 
     def kernel_size(self, x):
         return tuple(x.shape[1:3]) if self.is_global else tuple(self.attrs["kernel_shape"])
+
+    def native_jobs(self) -> list:
+        return [window_launch.kernel_for("max" if self.kind == "max" else "mean").job] if available() else []
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]

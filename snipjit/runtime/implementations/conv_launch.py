@@ -74,11 +74,20 @@ def pack_conv(w: np.ndarray, groups: int) -> PackedConv:
     return PackedConv(data, groups, cg, n, kh * kw, packs[0].kernel.for_convolution())
 
 
-def _pointwise(x: np.ndarray, packed: PackedConv, out: np.ndarray, bias: np.ndarray | None,
-               clamp: np.ndarray | None, residual: np.ndarray | None, activation: str, repeats: bool) -> GemmLaunch:
-    """A 1×1 convolution of stride 1 without padding is a product of the pixels' rows (per group: a band of
-    the channels) by the weights: the plain kernel, which needs no window arithmetic per row of A."""
-    kernel = packed.kernel.for_products(activation)
+def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False, activation: str = "",
+                pixel_rows: bool = True) -> GemmKernel:
+    """The kernel a convolution runs on: a 1×1 one of stride 1 without padding on an NHWC image, into an
+    output whose pixels are rows (`pixel_rows`), is a product of the pixels' rows (per group: a band of the
+    channels) by the weights, on the plain kernel (no window arithmetic per row of A); any other, the
+    convolution kernel."""
+    if geometry.pointwise and not planar and pixel_rows:
+        return packed.kernel.for_products(activation)
+    return packed.kernel.for_convolution(planar, activation)
+
+
+def _pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.ndarray, bias: np.ndarray | None,
+               clamp: np.ndarray | None, residual: np.ndarray | None, repeats: bool) -> GemmLaunch:
+    """A 1×1 convolution as the product of the pixels' rows by the weights (`conv_kernel`)."""
     m, n, k, groups = x.shape[0] * x.shape[1] * x.shape[2], packed.n, packed.k, packed.groups
     split = WorkSplit.of(kernel, groups, m, n, k)
     dims = kernel_dims(M=m, K=k, N=n, lda=x.shape[3], ldb=kernel.nr, b_panel_stride=k * kernel.nr,
@@ -128,7 +137,8 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     if not available():
         return None
     images, h, w, c = (x.shape[0], *x.shape[2:], x.shape[1]) if planar else x.shape
-    kernel, groups, cg = packed.kernel.for_convolution(planar, activation), packed.groups, packed.cg
+    kernel = conv_kernel(packed, geometry, planar, activation, pixel_rows(out))
+    groups, cg = packed.groups, packed.cg
     oh, ow = geometry.output_size(h, w)
     expected = (images, oh, ow, groups * packed.n)
     if c != groups * cg or tuple(out.shape) != expected:
@@ -148,8 +158,8 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     if m == 0 or n == 0 or k == 0:
         return None
     clamp_values = _clamp_array(clamp)
-    if geometry.pointwise and not planar and pixel_rows(out):
-        return _pointwise(x, packed, out, bias, clamp_values, residual, activation, repeats)
+    if not kernel.shape.conv:   # (a 1×1 convolution as a product)
+        return _pointwise(x, packed, kernel, out, bias, clamp_values, residual, repeats)
     split = WorkSplit.of(kernel, groups, m, n, k)
     kc = max(cg, kernel.k_block(k) // cg * cg)
     channel_stride = h * w if planar else 1

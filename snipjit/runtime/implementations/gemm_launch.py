@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 from ...memory.solver import aligned_empty
 from ..parallel.native_threads import get_native_pool, native_call, runner, scratchpads
-from ..caches.object_cache import native_kernel
+from ..caches.object_cache import NativeJob
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
@@ -53,6 +53,10 @@ class GemmKernel:
     @property
     def nr(self) -> int:
         return self.shape.nr
+
+    @property
+    def job(self) -> NativeJob:
+        return NativeJob("gemm:gemm_module", self.shape, self.cpu, self.features)
 
     @property
     def address(self) -> int:
@@ -109,8 +113,7 @@ def kernel_for(mr: int, vectors: int, unroll: int) -> GemmKernel:
 
 def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     """(address, ctypes callable keeping the code alive) of a kernel."""
-    from ...targets.llvm.gemm import gemm_module
-    return native_kernel(lambda: gemm_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
+    return kernel.job.kernel()
 
 
 # each register block's speed relative to the wide one's, all without padding (measured: the narrow
@@ -188,9 +191,9 @@ def copies_panels(k: int, ldb: int) -> bool:
 class GemmLaunch:
     """One product with its kernel arguments prepared: `run()` computes it again into the same memory
     (A, a row-major B and the output must stay alive and unchanged in layout; a packed B and the bias,
-    often a reshaped copy, are held here). A launch made to `repeat` runs as one prepared native call (`NativePool.prepare`:
-    preparing costs about a microsecond, each run then a fifth of one); `run` reads the arguments held
-    here, so keep the launch, not just `run`."""
+    often a reshaped copy, are held here). A launch made to `repeat` runs as one prepared native call
+    (`NativePool.prepare`: preparing costs about a microsecond, each run then a fifth of one); `run` reads
+    the arguments held here, so keep the launch, not just `run`."""
     kernel: GemmKernel
     ptrs: ctypes.Array
     dims: ctypes.Array

@@ -38,6 +38,9 @@ class Int8ConvKernel(ConvKernel):
     def held(self, index: int) -> HeldWeight:
         return HeldWeight(self.int8) if index == 1 else super().held(index)
 
+    def native_jobs(self) -> list:
+        return []   # (its int8 kernel is compiled when first used)
+
     def prepare(self, inputs, y, repeats):
         residual = inputs[3] if len(inputs) > 3 else None
         launch = prepare_int8_conv(inputs[0], self.int8, y, self.geometry(inputs[0]), self.quantization,

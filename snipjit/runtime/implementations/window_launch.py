@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...memory.solver import aligned_empty
-from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks, window_module
+from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks
 from ..parallel.native_threads import get_native_pool, native_call, runner
-from ..caches.object_cache import native_kernel
+from ..caches.object_cache import NativeJob
 from .conv_launch import pixel_rows
 from .gemm_launch import available
 
@@ -60,6 +60,10 @@ class CompiledWindow:
     cpu: str
     features: str
 
+    @property
+    def job(self) -> NativeJob:
+        return NativeJob("window:window_module", self.shape, self.cpu, self.features)
+
 
 def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1) -> CompiledWindow:
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
@@ -75,7 +79,7 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, row
 
 
 def _compiled(kernel: CompiledWindow) -> tuple[int, object]:
-    return native_kernel(lambda: window_module(kernel.shape), kernel.shape.name, kernel.cpu, kernel.features)
+    return kernel.job.kernel()
 
 
 def _padded(c: int, lanes: int) -> int:
@@ -153,9 +157,19 @@ def _check_nhwc(name: str, a: np.ndarray, channel_slice: bool = False) -> None:
         raise ValueError(f"{name} must be {layout}, got {getattr(a, 'dtype', type(a).__name__)} {shape}{laid_out}")
 
 
+def window_kernel(combine: str, window: Window, activation: str = "") -> CompiledWindow:
+    """The kernel a window op runs on: for a depthwise convolution whose kernel width, column stride and
+    dilation have one, the variant reusing inputs across pixels (two output rows at once for the paired
+    widths at row stride and dilation 1)."""
+    (sh, sw), (dh, dw), kw = window.strides, window.dilations, window.kernel[1]
+    reuse = combine == "madd" and sw in REUSE_STRIDES and dw == 1 and kw in REUSE_WIDTHS
+    rows = 2 if reuse and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
+    return kernel_for(combine, activation, kw if reuse else 0, sw, rows)
+
+
 def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
             bias: np.ndarray | None, clamp: tuple[float, float] | None, include_pad: bool,
-            repeats: bool, activation: str = "", reuse: bool = False) -> WindowLaunch | None:
+            repeats: bool, activation: str = "") -> WindowLaunch | None:
     _check_nhwc("x", x)
     _check_nhwc("out", out, channel_slice=True)
     window.check()
@@ -170,8 +184,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         return None
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
-    rows = 2 if reuse and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
-    kernel = kernel_for(combine, activation, kw if reuse else 0, sw, rows)
+    kernel = window_kernel(combine, window, activation)
     lanes, vectors, rows = kernel.shape.lanes, kernel.shape.vectors, kernel.shape.rows
     ow_lo = min(ow, -(-left // sw))                                  # first column with iw >= 0
     ow_hi = max(ow_lo, min(ow, (w - 1 + left - (kw - 1) * dw) // sw + 1))   # past the last inside the row
@@ -224,8 +237,7 @@ def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray |
         raise ValueError(f"bias has {np.size(bias)} values for {packed.channels} channels")
     if clamp is not None and len(clamp) != 2:
         raise ValueError(f"clamp must be (lo, hi), got {clamp!r}")
-    reuse = window.strides[1] in REUSE_STRIDES and window.dilations[1] == 1 and window.kernel[1] in REUSE_WIDTHS
-    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation, reuse)
+    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation)
 
 
 def prepare_pool(kind: str, x: np.ndarray, out: np.ndarray, window: Window, count_include_pad: bool = False,

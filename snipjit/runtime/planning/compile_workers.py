@@ -1,4 +1,5 @@
-"""Compile a model's snippet kernels in parallel, in worker processes, before its program is built.
+"""Compile a model's snippet kernels in parallel, in worker processes, before its program is built; and,
+once it is built, the generated kernels (GEMM, convolution, window) its steps will load on their first run.
 
 Why processes: llvmlite serialises every LLVM call behind one lock and the Snippets passes hold the
 GIL, so threads gain nothing. Why workers started as fresh interpreters (`python -P -c ...`, the spawn
@@ -14,6 +15,11 @@ differs (another target or compiler source), compiles as a cache miss would and 
 a kernel-cache entry, which goes into memory (and onto disk when that cache is on). `Program.build` then
 only hits the cache. A kernel a worker fails on is left to the build, which compiles it here and raises
 the real error (or falls back to another implementation) exactly as without the pool.
+
+`precompile_native` does the same for the generated kernels a built program's steps name
+(`Kernel.native_jobs`, as `object_cache.NativeJob`s): a worker builds the kernel's module from the job
+and sends its object code back as a sealed entry, which this process offers to its loads and writes to
+the disk cache (`object_cache.accept_entry`); the first run then only loads.
 
 The option `compile_workers` (else `$SNIPJIT_COMPILE_WORKERS`) caps the processes that compile at once,
 this one included: 0 or 1 compiles serially; the default is the number of cores this process may use.
@@ -36,6 +42,7 @@ from ...ir.graph import Graph, Node
 from ...targets import get_target
 from ...snippets.target_machine import TargetError, TargetMachine
 from ..caches.kernel_cache import compiler_fingerprint, encode_entry, get_kernel_cache
+from ..caches.object_cache import NativeJob, accept_entry
 from ..parallel.thread_count import affinity_cpus
 from .progress import Progress
 from ..implementations.snippet_compile import bypasses_cache, compile_body, kernel_spec
@@ -110,17 +117,45 @@ def precompile(nodes: Iterable[Node], options: dict, compile_here: bool = True) 
     report = PoolReport(len(jobs), worker_count(len(jobs), options))
     if not report.workers:
         return report
-    todo: queue.Queue[Job] = queue.Queue()
+    return _pool(jobs, report, jobs[0].options["target"], compile_here)
+
+
+def pending_native_jobs(kernels: Iterable[object]) -> list[NativeJob]:
+    """The distinct generated kernels these step kernels name (`Kernel.native_jobs`) that neither this
+    process nor a cache holds."""
+    jobs: dict[str, NativeJob] = {}
+    for kernel in kernels:
+        try:
+            named = [job for job in getattr(kernel, "native_jobs", list)() if not job.held()]
+        except Exception:   # noqa: BLE001 - only a head start: the first run compiles what it needs
+            continue
+        jobs.update((job.key, job) for job in named if job.key not in jobs)
+    return list(jobs.values())
+
+
+def precompile_native(kernels: Iterable[object], options: dict, compile_here: bool = True) -> PoolReport:
+    """Compile the generated kernels (GEMM, convolution, window) that the program's steps will load on their
+    first run, in parallel: each takes 0.1-6 s (a depthwise kernel with SiLU, on AVX-512), so a worker pays
+    for its start with any second kernel. Left to the first run (compiled there, serially) when there
+    are fewer than two, or one process may compile."""
+    jobs = pending_native_jobs(kernels)
+    report = PoolReport(len(jobs), max(0, min(compile_processes(options), len(jobs)) - 1))
+    return _pool(jobs, report, None, compile_here) if report.workers else report
+
+
+def _pool(jobs: list, report: PoolReport, target_name: str | None, compile_here: bool) -> PoolReport:
+    """Compile `jobs` here and in `report.workers` worker processes, sharing one queue."""
+    todo: queue.Queue = queue.Queue()
     for job in jobs:
         todo.put(job)
     outcomes: queue.Queue[Outcome] = queue.Queue()
-    target_name = jobs[0].options["target"]
     workers = []
     for _ in range(report.workers):
         with contextlib.suppress(OSError):   # a process that cannot start is a worker fewer
             workers.append(Worker(todo, outcomes, target_name))
     report.workers = len(workers)
-    target = get_target(target_name)
+    target = None if target_name is None else get_target(target_name)
+    keys = {job.key for job in jobs}
     progress = Progress(len(jobs), "snipjit: compiling kernels")
     live, ended = len(workers), 0
     try:
@@ -133,7 +168,7 @@ def precompile(nodes: Iterable[Node], options: dict, compile_here: bool = True) 
                 if outcome is None:   # a worker has ended
                     live -= 1
                     continue
-                _accept(outcome, target, report)
+                _accept(outcome, target, report, keys)
             ended += 1
             progress.advance()
     finally:
@@ -150,17 +185,24 @@ def _take(todo: queue.Queue) -> Job | None:
         return None
 
 
-def _compile_here(job: Job, report: PoolReport) -> None:
+def _compile_here(job: Job | NativeJob, report: PoolReport) -> None:
     try:
-        compile_body(job.body, job.options)   # the build's own path: the build then hits the cache
+        if isinstance(job, NativeJob):
+            job.kernel()   # loaded here, as the first run would
+        else:
+            compile_body(job.body, job.options)   # the build's own path: the build then hits the cache
         report.compiled_here += 1
     except Exception as e:   # noqa: BLE001 - the build compiles it again and raises as it always has
         report.failed[job.key] = f"{type(e).__name__}: {e}"
 
 
-def _accept(outcome: Outcome, target: TargetMachine, report: PoolReport) -> None:
-    """A worker's kernel into the kernel cache, or its failure into the report."""
-    if outcome.entry is not None and get_kernel_cache().add_entry(outcome.key, target, outcome.entry) is not None:
+def _accept(outcome: Outcome, target: TargetMachine | None, report: PoolReport, keys: set[str]) -> None:
+    """A worker's kernel into the kernel cache (a generated kernel's, without a target, into the object
+    cache), or its failure into the report."""
+    if outcome.key not in keys:   # (a generated kernel's key as the worker computed it)
+        report.failed[outcome.key] = "the worker's kernel key differs from its parent's (other compiler source)"
+    elif outcome.entry is not None and (accept_entry(outcome.key, outcome.entry) if target is None else
+                                        get_kernel_cache().add_entry(outcome.key, target, outcome.entry) is not None):
         report.compiled_in_workers += 1
     else:
         report.failed[outcome.key] = outcome.error or "the kernel-cache entry the worker sent does not load"
@@ -169,7 +211,7 @@ def _accept(outcome: Outcome, target: TargetMachine, report: PoolReport) -> None
 class Worker:
     """A worker process, and the thread here that feeds it jobs from the shared queue once it is ready."""
 
-    def __init__(self, jobs: queue.Queue, outcomes: queue.Queue, target_name: str):
+    def __init__(self, jobs: queue.Queue, outcomes: queue.Queue, target_name: str | None):
         command = f"from snipjit.runtime.planning.compile_workers import serve; serve({target_name!r})"
         path = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, "-P", "-c", command], stdin=subprocess.PIPE,
@@ -203,11 +245,12 @@ class Worker:
         self.proc.stdout.close()
 
 
-def serve(target_name: str) -> None:
+def serve(target_name: str | None) -> None:
     """A worker's loop: jobs in on stdin, outcomes out on the original stdout (prints go to stderr)."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    get_target(target_name)   # start the target and hash the compiler before taking work
+    if target_name is not None:
+        get_target(target_name)   # start the target and hash the compiler before taking work
     compiler_fingerprint()
     pickle.dump("ready", out)
     out.flush()
@@ -220,9 +263,11 @@ def serve(target_name: str) -> None:
         out.flush()
 
 
-def run_job(job: Job) -> Outcome:
+def run_job(job: Job | NativeJob) -> Outcome:
     """Compile a job as a kernel-cache miss in the parent would."""
     try:
+        if isinstance(job, NativeJob):
+            return Outcome(job.key, job.entry())
         spec = kernel_spec(job.body, job.options)
         if spec.key != job.key:
             raise RuntimeError("the worker's kernel key differs from its parent's (other target or compiler)")

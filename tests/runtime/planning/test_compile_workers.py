@@ -6,10 +6,14 @@ import pytest
 
 import snipjit
 from snipjit.runtime.planning import compile_workers
-from snipjit.runtime.caches import kernel_cache
+from snipjit.runtime.caches import kernel_cache, object_cache
 from snipjit.runtime.implementations import snippet_compile
 from snipjit.runtime.planning.compile_workers import PoolReport, pending_jobs, worker_count
 from snipjit.runtime.caches.kernel_cache import KernelCache
+from snipjit.runtime.parallel import native_threads
+from snipjit.runtime.parallel.native_threads import POOL_MODULE
+from snipjit.targets.llvm import jit
+from snipjit.targets.llvm.gemm import MicroKernel
 
 # four fused layers between MatMuls (BLAS), the first two identical: three distinct kernels
 MODEL = """graph(x: f32[8,64], w: f32[64,64]) -> [y] {
@@ -142,3 +146,78 @@ def test_debugging_options_compile_past_the_pool(cache):
     assert len(pending_jobs(cm.graph.nodes, cm.options)) == DISTINCT
     assert pending_jobs(cm.graph.nodes, {**cm.options, "checked": True}) == []
     assert pending_jobs(cm.graph.nodes, {**cm.options, "implementations": {"reference"}}) == []
+
+
+# ---- generated kernels (GEMM, convolution, window): named by the steps, compiled before the first run ----
+
+def conv_network():
+    """A 3-channel image through a planar conv, a depthwise conv with SiLU, a 1×1 conv and a max pool."""
+    b = snipjit.GraphBuilder()
+    x = b.input("x", "f32", [1, 3, 12, 12])
+    y = b.Relu(b.Conv(x, b.const(rng.standard_normal((16, 3, 3, 3), dtype=np.float32) / 5), pads=[1, 1, 1, 1]))
+    d = b.Conv(y, b.const(rng.standard_normal((16, 1, 3, 3), dtype=np.float32) / 3), group=16, pads=[1, 1, 1, 1])
+    y = b.Mul(d, b.Sigmoid(d))
+    y = b.Conv(y, b.const(rng.standard_normal((24, 16, 1, 1), dtype=np.float32) / 4))
+    b.output(b.MaxPool(y, kernel_shape=[2, 2], strides=[2, 2]), "y")
+    return b.build()
+
+
+def test_the_steps_name_the_generated_kernels_their_first_run_loads(monkeypatch):
+    loaded = []
+    real = object_cache._native
+    monkeypatch.setattr(object_cache, "_native", lambda module, name, *rest: loaded.append(name) or
+                        real(module, name, *rest))
+    cm = snipjit.compile(conv_network(), compile_workers=1)
+    named = {job.name for step in cm.plan for job in step.kernel.native_jobs()}
+    assert len(named) == 4   # the planar conv, the depthwise one, the product and the pool
+    cm.run({"x": rng.standard_normal((1, 3, 12, 12), dtype=np.float32)})
+    assert set(loaded) - {POOL_MODULE} == named
+
+
+def unheld(monkeypatch):
+    """Every generated kernel looks uncached (so the pool compiles it), and this process compiles none (but
+    its thread pool's code, loaded first)."""
+    native_threads.pool_code()
+    monkeypatch.setattr(kernel_cache, "_offered", {})   # (what the workers send back, forgotten after the test)
+    monkeypatch.setattr(object_cache.NativeJob, "held", lambda self: False)
+    monkeypatch.setattr(compile_workers, "affinity_cpus", lambda: 8)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("compiled in the parent")
+    monkeypatch.setattr(object_cache, "compile_to_object", refused)
+
+
+def test_generated_kernels_compile_in_workers_and_load_from_their_entries(monkeypatch, tmp_path):
+    monkeypatch.setenv("SNIPJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SNIPJIT_CACHE", raising=False)
+    graph = conv_network()
+    want = snipjit.compile(graph, implementations={"reference"}, channels_last=False)
+    x = rng.standard_normal((1, 3, 12, 12), dtype=np.float32)
+    jobs = [job for step in snipjit.compile(graph, compile_workers=1).plan for job in step.kernel.native_jobs()]
+    names = {job.name for job in jobs}
+    monkeypatch.setattr(object_cache, "_loaded", {key: found for key, found in object_cache._loaded.items()
+                                                  if key[0] not in names})   # (each loads its worker's entry)
+    unheld(monkeypatch)
+    seen: list[PoolReport] = []
+    real = compile_workers.precompile_native
+    monkeypatch.setattr(compile_workers, "precompile_native", lambda kernels, options: seen.append(
+        real(list(kernels), options, compile_here=False)) or seen[-1])
+    cm = snipjit.compile(graph, compile_workers=3)
+    assert seen == [PoolReport(kernels=4, workers=2, compiled_in_workers=4)]
+    assert all((tmp_path / "kernels" / f"{job.key}.o").exists() for job in jobs)   # and on disk
+    np.testing.assert_allclose(cm.run({"x": x})[0], want.run({"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_generated_kernel_a_worker_cannot_compile_is_left_to_the_first_run(monkeypatch):
+    host = jit.host()
+    job = object_cache.NativeJob("gemm:gemm_module", MicroKernel(5, 1, host.level.f32_lanes, 3), "another-cpu",
+                                 host.features)
+    outcome = compile_workers.run_job(job)
+    assert outcome.entry is None and "was chosen for another-cpu" in outcome.error
+    assert not object_cache.accept_entry(job.key, b"not an entry")
+    report = PoolReport()
+    compile_workers._accept(compile_workers.Outcome("0" * 64, b"entry"), None, report, {job.key})
+    assert "differs from its parent's" in report.failed["0" * 64] and report.compiled_in_workers == 0
+    report = compile_workers.precompile_native([type("Step", (), {"native_jobs": lambda self: [job, job]})()],
+                                               {"compile_workers": 1})
+    assert report == PoolReport(kernels=1)   # one process may compile: nothing started, nothing compiled
