@@ -137,6 +137,15 @@ class BlasKernel(Kernel):
 
         return self.prepared_launch(prepare, in_shapes, fixed, n_outputs)
 
+    def native_jobs(self) -> list:
+        """The GEMM kernel of a bound product by packed weights, with the activation `bind` will give it
+        (a product of two computed operands chooses its kernel by the run's shapes)."""
+        if self.packed is None or not self.binds:
+            return []
+        bias = self.node.op == "MatMul" and self._bias(self.packed.n) is not None
+        activation = self._activation(int(bias))
+        return [(self.packed.kernel.for_products(activation) if activation else self.packed.kernel).job]
+
     def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
         for op, b, attrs in self.epilogue[start:]:
             EPILOGUES[op](y, b, attrs)

@@ -162,15 +162,30 @@ def conv_network():
     return b.build()
 
 
-def test_the_steps_name_the_generated_kernels_their_first_run_loads(monkeypatch):
+def mlp():
+    """Products by constant weights: with a bias and Tanh, with a bias alone, a Gemm with Relu."""
+    b = snipjit.GraphBuilder()
+    x = b.input("x", "f32", ["n", 32])
+    y = b.Tanh(b.Add(b.MatMul(x, b.const(rng.standard_normal((32, 48), dtype=np.float32) / 6)),
+                     b.const(rng.standard_normal(48, dtype=np.float32))))
+    y = b.Add(b.MatMul(y, b.const(rng.standard_normal((48, 40), dtype=np.float32) / 7)),
+              b.const(rng.standard_normal(40, dtype=np.float32)))
+    b.output(b.Relu(b.Gemm(y, b.const(rng.standard_normal((24, 40), dtype=np.float32) / 6), transB=1)), "y")
+    return b.build()
+
+
+@pytest.mark.parametrize("graph, image, kernels", [(conv_network, [1, 3, 12, 12], 4), (mlp, [8, 32], 3)])
+def test_the_steps_name_the_generated_kernels_their_first_run_loads(graph, image, kernels, monkeypatch):
+    """conv_network: the planar conv, the depthwise one, the product and the pool; mlp: the products' GEMM
+    kernel with Tanh, without an activation, and the Gemm's (its Relu applied after it)."""
     loaded = []
     real = object_cache._native
     monkeypatch.setattr(object_cache, "_native", lambda module, name, *rest: loaded.append(name) or
                         real(module, name, *rest))
-    cm = snipjit.compile(conv_network(), compile_workers=1)
+    cm = snipjit.compile(graph(), compile_workers=1)
     named = {job.name for step in cm.plan for job in step.kernel.native_jobs()}
-    assert len(named) == 4   # the planar conv, the depthwise one, the product and the pool
-    cm.run({"x": rng.standard_normal((1, 3, 12, 12), dtype=np.float32)})
+    assert len(named) == kernels
+    cm.run({"x": rng.standard_normal(image, dtype=np.float32)})
     assert set(loaded) - {POOL_MODULE} == named
 
 
