@@ -50,6 +50,7 @@ from ..implementations.snippet_compile import bypasses_cache, compile_body, kern
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # the directory that holds this `snipjit`
 WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 KERNELS_PER_WORKER = 8   # a worker pays for its start only with more kernels than it starts in (~0.35 s)
+NATIVE_KERNELS_PER_WORKER = 2   # generated kernels (0.1-6 s each) per worker process
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,10 @@ def pending_native_jobs(kernels: Iterable[object]) -> list[NativeJob]:
 def precompile_native(kernels: Iterable[object], options: dict, compile_here: bool = True) -> PoolReport:
     """Compile the generated kernels (GEMM, convolution, window) that the program's steps will load on their
     first run, in parallel: each takes 0.1-6 s (a depthwise kernel with SiLU, on AVX-512), so a worker pays
-    for its start with any second kernel. Left to the first run (compiled there, serially) when there
-    are fewer than two, or one process may compile."""
+    for its start (~0.35 s and ~100 MB) with two. Left to the first run (compiled there, serially) when
+    there are fewer than two, or one process may compile."""
     jobs = pending_native_jobs(kernels)
-    report = PoolReport(len(jobs), max(0, min(compile_processes(options), len(jobs)) - 1))
+    report = PoolReport(len(jobs), max(0, min(compile_processes(options) - 1, len(jobs) // NATIVE_KERNELS_PER_WORKER)))
     return _pool(jobs, report, None, compile_here) if report.workers else report
 
 
