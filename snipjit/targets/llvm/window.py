@@ -8,10 +8,10 @@ average pooling, global pooling — the same loops, told apart by how a tap comb
 - `mean`: acc += x, scaled by 1 / (taps): every tap of the window with `include_pad`, else the taps
   inside the input.
 
-A global pool is the window covering the whole image (one output pixel). The ABI is the GEMM's
-(`KernelFunction`): `fn(ptrs, dims, begin, end, scratch)` computes work items [begin, end) on the native
-pool. A work item is one output row of one chunk of channels of one image (rows fastest, so a thread's
-consecutive items reuse the input rows they share).
+A global pool is the window covering the whole image (one output pixel). The ABI is the GEMM's (`KernelFunction`):
+`fn(ptrs, dims, begin, end, scratch)` computes work items [begin, end) on the native pool. A work item is one output
+row of one chunk of channels of one image (rows fastest, so a thread's consecutive items reuse the input rows they
+share).
 
 - ptrs: x [N, H, W, C]; w [KH·KW, cp] (depthwise weights tap-major, zero-padded to cp, a multiple of the
   vector width); bias [cp] (zero-padded); out [N, OH, OW, C], its pixels OC elements apart (C, or more: a
@@ -19,34 +19,31 @@ consecutive items reuse the input rows they share).
   x from the window's origin: kh·dh·W·C + kw·dw·C).
 - dims: see `DIMS`; `ow_lo`/`ow_hi` bound the output columns whose windows lie inside the input's width.
 
-Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through
-the tap loops, so each weight vector loaded serves every pixel of the block. For madd at column
-dilation 1 with the kernel width and column stride known when generating (`kw` up to 7, `sw` 1 or 2),
-the blocks also share inputs between pixels: per kernel row, the (pixels - 1)·sw + kw input columns are
-loaded once and feed the pixels × kw FMAs (against the tap loop's pixels × kw loads); the kernel
-was load-bound, and this measured 1.1-1.4× faster at 3×3, about 3× at 7×7 on Zen 4 (AVX-512). Such a
-row runs in ceil(OW / pixels) blocks of equal width (14 columns: 7 + 7, not 8 and an overlapping 8; the
-last block overlaps its neighbour when the row is no multiple of the width), each over the chunk's whole
-vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel block, on the 28×28 to
-7×7 layers at one thread), the blocks inside the input's width in one call (a call per block took a
-tenth of the 112×112 layers of 16 and 32 channels, 2 threads); edge blocks read columns outside the input as zeros (a
-select), and only the channel tail keeps the tap loop. Each register block is a function of its own,
-never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets computed, or the
-blocks inlined into the row loops, LLVM strength-reduces every pixel's address into an induction
-variable and spills them (measured 2-3× slower). Without reuse, blocks of `pixels` and of half as many
-run over the interior columns (all taps inside the row, no checks); the columns left over and the edge
-columns run one pixel at a time with their kw range clipped to the input, never branching per tap; a
-row's kh range is clipped the same way.
-Channels go `vectors` at a time, then one vector at a time, then the tail of C under a lane mask — the
-only masked loads and stores, since the weights and bias are padded (AVX2's vmaskmov is slow: it stays
-out of every loop over whole vectors).
+Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through the tap loops,
+so each weight vector loaded serves every pixel of the block. For madd at column dilation 1 with the kernel width
+and column stride known when generating (`kw` up to 7, `sw` 1 or 2), the blocks also share inputs between pixels:
+per kernel row, the (pixels - 1)·sw + kw input columns are loaded once and feed the pixels × kw FMAs (against the
+tap loop's pixels × kw loads); the kernel was load-bound, and this measured 1.1-1.4× faster at 3×3, about 3× at 7×7
+on Zen 4 (AVX-512). Such a row runs in ceil(OW / pixels) blocks of equal width (14 columns: 7 + 7, not 8 and an
+overlapping 8; the last block overlaps its neighbour when the row is no multiple of the width), each over the
+chunk's whole vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel block, on the 28×28 to
+7×7 layers at one thread), the blocks inside the input's width in one call (a call per block took a tenth of the
+112×112 layers of 16 and 32 channels, 2 threads); edge blocks read columns outside the input as zeros (a select),
+and only the channel tail keeps the tap loop. A row's blocks of one width are a function of their own too (in the
+kernel's body, the rows of every width were most of its compile time). Each register block is a function of its own,
+never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets computed, or the blocks inlined
+into the row loops, LLVM strength-reduces every pixel's address into an induction variable and spills them (measured
+2-3× slower). Without reuse, blocks of `pixels` and of half as many run over the interior columns (all taps inside
+the row, no checks); the columns left over and the edge columns run one pixel at a time with their kw range clipped
+to the input, never branching per tap; a row's kh range is clipped the same way. Channels go `vectors` at a time,
+then one vector at a time, then the tail of C under a lane mask — the only masked loads and stores, since the
+weights and bias are padded (AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
 
-With `rows` 2 (3×3 at row stride 1), a work item is two output rows and, where both have every kernel
-row inside the input, its blocks compute them together: each of their KH + 1 input rows is loaded once
-for both (against KH per row), 2·pixels accumulators. The kernel was bound by those loads, mostly from
-L2 (an input row of a 56×56×144 layer is 32 KB): measured 1.05-1.12× faster on MobileNet-V2's 3×3
-stride-1 layers from 112×112 to 14×14×576 at one thread (Zen 4, AVX-512; AVX2 likewise), the same on
-14×14×384 and 7×7×960.
+With `rows` 2 (3×3 at row stride 1), a work item is two output rows and, where both have every kernel row inside the
+input, its blocks compute them together: each of their KH + 1 input rows is loaded once for both (against KH per
+row), 2·pixels accumulators. The kernel was bound by those loads, mostly from L2 (an input row of a 56×56×144 layer
+is 32 KB): measured 1.05-1.12× faster on MobileNet-V2's 3×3 stride-1 layers from 112×112 to 14×14×576 at one thread
+(Zen 4, AVX-512; AVX2 likewise), the same on 14×14×384 and 7×7×960.
 """
 from __future__ import annotations
 
@@ -306,10 +303,9 @@ def _accumulate_rows(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, r
 def _bounds(g: _Builder):
     """madd: the clamp's (lo, hi) as vectors, loaded once per block function (the stores between the blocks'
     vectors could alias `params`, so loaded later LLVM reloads them for every vector)."""
-    b = g.b
     if g.shape.combine != "madd":
         return None
-    return tuple(g.splat(b.load(b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
+    return tuple(g.splat(g.b.load(g.b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
 
 
 def _finish(g: _Builder, acc: list, scale, bounds) -> list:
@@ -495,37 +491,46 @@ def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: i
     b.position_at_end(done)
 
 
-def _reuse_row(g: _Builder, row: _Row, blocks: dict, rows: int = 1) -> None:
-    """A row (or two, `rows`) of a kernel reusing inputs: ceil(OW / pixels) blocks of equal width ceil(OW / blocks) (14
-    columns: 7 + 7, not 8 and an overlapping 8), the last one overlapping its neighbour when the row is no
-    multiple of the width (it writes the same values again); the blocks inside the input's width in one run."""
+def _reuse_row(g: _Builder, row: _Row, row_functions: dict, rows: int = 1) -> None:
+    """A row (or two, `rows`) of a kernel reusing inputs, by the `_row_function` of its blocks' width."""
     b, d, most = g.b, g.d, g.shape.pixels
     count = b.sdiv(b.add(d["OW"], _c(most - 1)), _c(most))
     width = b.sdiv(b.add(d["OW"], b.sub(count, _c(1))), g.maximum(count, _c(1)))
-    fn = b.function
-    done = fn.append_basic_block("row.done")
+    done = b.function.append_basic_block("row.done")
     switch = b.switch(width, done)
     for pixels in range(1, most + 1):
-        switch.add_case(_c(pixels), stage := fn.append_basic_block(f"row{pixels}"))
+        switch.add_case(_c(pixels), stage := b.function.append_basic_block(f"row{pixels}"))
         b.position_at_end(stage)
-
-        def each(start, stop, pixels=pixels) -> None:   # the blocks [start, stop) one by one
-            loop = CountedLoop(b, f"ob{pixels}", start, stop, 1)
-            loop.enter()
-            _reuse_block(g, row, blocks, b.mul(loop.index, _c(pixels)), pixels, rows)
-            loop.leave()
-
-        full = b.sdiv(d["OW"], _c(pixels))
-        lo = g.minimum(full, b.sdiv(b.add(d["ow_lo"], _c(pixels - 1)), _c(pixels)))   # the first inside
-        hi = g.maximum(lo, g.minimum(full, b.sdiv(d["ow_hi"], _c(pixels))))            # past the last inside
-        each(_c(0), lo)
-        g.when(b.icmp_signed("<", lo, hi),
-               lambda: _reuse_block(g, row, blocks, b.mul(lo, _c(pixels)), pixels, rows, run=b.sub(hi, lo)))
-        each(hi, full)
-        g.when(b.icmp_signed("<", b.mul(full, _c(pixels)), d["OW"]),
-               lambda: _reuse_block(g, row, blocks, b.sub(d["OW"], _c(pixels)), pixels, rows))
+        b.call(row_functions[rows, pixels], [*row.args, row.x_row, row.out_row, row.kh_lo, row.kh_hi, row.c_begin,
+                                             row.c_end])
         b.branch(done)
     b.position_at_end(done)
+
+
+def _row_function(g: _Builder, blocks: dict, pixels: int, rows: int) -> ir.Function:
+    """The blocks of `pixels` columns of a row (or two), the last overlapping its neighbour when the row is no
+    multiple of the width (it writes the same values again); those inside the input's width in one run."""
+    fn = g.function(f"{g.shape.name}_row{rows}x{pixels}", [g.ptr] * 4 + [I64] * 4, internal=True)
+    b, d = g.b, g.d
+    row = _Row(tuple(fn.args[:2]), *fn.args[2:])
+
+    def each(start, stop) -> None:   # the blocks [start, stop) one by one
+        loop = CountedLoop(b, f"ob{pixels}", start, stop, 1)
+        loop.enter()
+        _reuse_block(g, row, blocks, b.mul(loop.index, _c(pixels)), pixels, rows)
+        loop.leave()
+
+    full = b.sdiv(d["OW"], _c(pixels))
+    lo = g.minimum(full, b.sdiv(b.add(d["ow_lo"], _c(pixels - 1)), _c(pixels)))   # the first inside
+    hi = g.maximum(lo, g.minimum(full, b.sdiv(d["ow_hi"], _c(pixels))))            # past the last inside
+    each(_c(0), lo)
+    g.when(b.icmp_signed("<", lo, hi),
+           lambda: _reuse_block(g, row, blocks, b.mul(lo, _c(pixels)), pixels, rows, run=b.sub(hi, lo)))
+    each(hi, full)
+    g.when(b.icmp_signed("<", b.mul(full, _c(pixels)), d["OW"]),
+           lambda: _reuse_block(g, row, blocks, b.sub(d["OW"], _c(pixels)), pixels, rows))
+    b.ret_void()
+    return fn
 
 
 def window_module(shape: WindowKernel) -> ir.Module:
@@ -538,6 +543,8 @@ def window_module(shape: WindowKernel) -> ir.Module:
         modes = ("reuse", "clipped", "taps") + (("reuse2", "clipped2") if shape.rows == 2 else ())
         keys = [(pixels, 1, mode == "taps", mode) for pixels in range(shape.pixels, 0, -1) for mode in modes]
     blocks = {key: _block_function(g, *key) for key in dict.fromkeys(keys)}
+    row_functions = {(rows, pixels): _row_function(g, blocks, pixels, rows) for rows in {1, shape.rows}
+                     for pixels in range(1, shape.pixels + 1)} if shape.kw else {}
     fn = g.function(shape.name, [g.ptr, g.ptr, I64, I64, g.ptr], internal=False)
     b, d = g.b, g.d
     begin, end = fn.args[2:4]
@@ -561,7 +568,7 @@ def window_module(shape: WindowKernel) -> ir.Module:
 
     def one_row(row: _Row) -> None:
         if shape.kw:
-            _reuse_row(g, row, blocks)
+            _reuse_row(g, row, row_functions)
             return
         ow = _columns(g, row, blocks, _c(0), d["ow_lo"], 1, clip=True)
         for pixels in sizes[:-1]:
@@ -579,7 +586,7 @@ def window_module(shape: WindowKernel) -> ir.Module:
         together, apart, done = (fn.append_basic_block(name) for name in ("pair", "apart", "pair.done"))
         b.cbranch(pair, together, apart)
         b.position_at_end(together)
-        _reuse_row(g, top, blocks, 2)
+        _reuse_row(g, top, row_functions, 2)
         b.branch(done)
         b.position_at_end(apart)
         loop = CountedLoop(b, "oh", oh0, g.minimum(b.add(oh0, _c(2)), d["OH"]), 1)
