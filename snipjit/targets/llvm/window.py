@@ -29,15 +29,15 @@ overlapping 8; the last block overlaps its neighbour when the row is no multiple
 chunk's whole vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel block, on the 28×28 to
 7×7 layers at one thread), the blocks inside the input's width in one call (a call per block took a tenth of the
 112×112 layers of 16 and 32 channels, 2 threads); edge blocks read columns outside the input as zeros (a select),
-and only the channel tail keeps the tap loop. A row's blocks of one width are a function of their own too (in the
-kernel's body, the rows of every width were most of its compile time). Each register block is a function of its own,
-never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets computed, or the blocks inlined
-into the row loops, LLVM strength-reduces every pixel's address into an induction variable and spills them (measured
-2-3× slower). Without reuse, blocks of `pixels` and of half as many run over the interior columns (all taps inside
-the row, no checks); the columns left over and the edge columns run one pixel at a time with their kw range clipped
-to the input, never branching per tap; a row's kh range is clipped the same way. Channels go `vectors` at a time,
-then one vector at a time, then the tail of C under a lane mask — the only masked loads and stores, since the
-weights and bias are padded (AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
+and only the channel tail keeps the tap loop. Each register block is a function of its own, never inlined, whose tap
+loop reads the tap's offset from `taps`: with the offsets computed, or the blocks inlined into the row loops, LLVM
+strength-reduces every pixel's address into an induction variable and spills them (measured 2-3× slower). So are a
+row's blocks of one width (in the kernel's body, the rows of every width were most of its compile time). Without
+reuse, blocks of `pixels` and of half as many run over the interior columns (all taps inside the row, no checks);
+the columns left over and the edge columns run one pixel at a time with their kw range clipped to the input, never
+branching per tap; a row's kh range is clipped the same way. Channels go `vectors` at a time, then one vector at a
+time, then the tail of C under a lane mask — the only masked loads and stores, since the weights and bias are padded
+(AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
 
 With `rows` 2 (3×3 at row stride 1), a work item is two output rows and, where both have every kernel row inside the
 input, its blocks compute them together: each of their KH + 1 input rows is loaded once for both (against KH per
@@ -301,8 +301,7 @@ def _accumulate_rows(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, r
 
 
 def _bounds(g: _Builder):
-    """madd: the clamp's (lo, hi) as vectors, loaded once per block function (the stores between the blocks'
-    vectors could alias `params`, so loaded later LLVM reloads them for every vector)."""
+    """madd: the clamp's (lo, hi) vectors, loaded first (later, stores that may alias `params` force reloads)."""
     if g.shape.combine != "madd":
         return None
     return tuple(g.splat(g.b.load(g.b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
@@ -492,7 +491,8 @@ def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: i
 
 
 def _reuse_row(g: _Builder, row: _Row, row_functions: dict, rows: int = 1) -> None:
-    """A row (or two, `rows`) of a kernel reusing inputs, by the `_row_function` of its blocks' width."""
+    """A row (or two, `rows`) of a kernel reusing inputs: blocks of width ceil(OW / ceil(OW / pixels)), by the
+    `_row_function` of that width."""
     b, d, most = g.b, g.d, g.shape.pixels
     count = b.sdiv(b.add(d["OW"], _c(most - 1)), _c(most))
     width = b.sdiv(b.add(d["OW"], b.sub(count, _c(1))), g.maximum(count, _c(1)))
