@@ -69,8 +69,8 @@ class NativeJob:
         """Whether this process has the kernel loaded or a cache holds it (nothing to compile)."""
         if (self.name, self.cpu, self.features) in _loaded or offered(self.key) is not None:
             return True
-        directory = default_directory()
-        return directory is not None and (directory / f"{self.key}.o").exists()
+        path = _path(self.key)
+        return path is not None and path.exists()
 
     def entry(self) -> bytes:
         """The kernel compiled, as a sealed cache entry (what a compile worker sends back); RuntimeError when
@@ -88,9 +88,9 @@ def accept_entry(key: str, entry: bytes) -> bool:
     if _unsealed(entry, key) is None:
         return False
     offer({key: entry})
-    directory = default_directory()
-    if directory is not None:
-        write_atomically(directory / f"{key}.o", entry)
+    path = _path(key)
+    if path is not None:
+        write_atomically(path, entry)
     return True
 
 
@@ -138,10 +138,15 @@ def _key(name: str, cpu: str, features: str) -> str:
                           ).hexdigest()
 
 
+def _path(key: str) -> Path | None:
+    """Where the disk cache keeps the kernel of `key` (None: the disk cache is off)."""
+    directory = default_directory()
+    return None if directory is None else directory / f"{key}.o"
+
+
 def _load(module: Callable[[], object], name: str, cpu: str, features: str) -> tuple[NativeKernel, int, object]:
     key = _key(name, cpu, features)
-    directory = default_directory()
-    path = None if directory is None else directory / f"{key}.o"
+    path = _path(key)
     data = _unsealed(offered(key), key) or _read(path, key)
     if data is None:
         data, _ = compile_to_object(str(module()))
