@@ -497,9 +497,13 @@ def with_outputs(model: onnx.ModelProto, names) -> onnx.ModelProto:
     return model
 
 
-def run_both(model: onnx.ModelProto, x: np.ndarray):
+def run_both(model: onnx.ModelProto, x: np.ndarray, fused: bool = True):
+    """onnxruntime's outputs and snipjit's; `fused=False` keeps onnxruntime to the graph's own operators."""
     import onnxruntime as ort
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if not fused:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     return session.run(None, {"x": x}), snipjit.compile(model).run({"x": x})
 
 
@@ -525,7 +529,9 @@ def test_static_qdq_per_channel_model_matches_onnxruntime(tmp_path):
     last = next(n for n in model.graph.node if n.output[0] == "y")
     step = float(consts[last.input[1]])
     x = rng.standard_normal((2, 3, 8, 8)).astype(f32) * 1.5
-    (expected,), (got,) = run_both(model, x)
+    # Fused into QLinearConv, onnxruntime's u8s8 products saturate 16-bit pair sums on AVX2 without VNNI
+    # (vpmaddubsw), several steps off; its unfused operators are exact.
+    (expected,), (got,) = run_both(model, x, fused=False)
     assert np.max(np.abs(got - expected)) <= step * 1.0001
 
 
