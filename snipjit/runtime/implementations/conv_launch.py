@@ -161,12 +161,14 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     if not kernel.shape.conv:   # (a 1×1 convolution as a product)
         return _pointwise(x, packed, kernel, out, bias, clamp_values, residual, repeats)
     split = WorkSplit.of(kernel, groups, m, n, k)
-    kc = max(cg, kernel.k_block(k) // cg * cg)
-    channel_stride = h * w if planar else 1
-    # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart (np.zeros
-    # maps untouched pages to the zero page, so a planar image's long stride costs no memory)
-    zeros = np.zeros((cg - 1) * channel_stride + 1, np.float32)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
+    run = kw * cg if planar else cg       # K blocks cover whole taps (a planar image's: whole kernel rows)
+    kc = max(run, kernel.k_block(k) // run * run)
+    channel_stride = h * w if planar else 1
+    # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart, or a
+    # planar image's kernel row (np.zeros maps untouched pages to the zero page: the long stride costs
+    # no memory)
+    zeros = np.zeros(max((cg - 1) * channel_stride, (kw - 1) * dw * planar) + 1, np.float32)
     dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=out.strides[2] // 4,
                        c_image=out.strides[0] // 4, c_row=out.strides[1] // 4,
                        panels=split.panels, a_batch=cg * channel_stride, b_batch=packed.data[0].size, c_batch=n,

@@ -298,6 +298,51 @@ def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
     return carried
 
 
+def _planar_window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
+    """`_conv_taps` for a block of consecutive output pixels of one output row whose windows lie inside
+    the columns of a planar image (K blocks cover whole kernel rows there): per kernel row and channel,
+    the K loop runs along the kernel's columns, which are consecutive pixels of one plane, with one
+    bounds check for all rows. Tap by tap, a 3-channel image would cost more addresses than FMAs."""
+    b, d = g.b, g.d
+    image, y, x = output_pixels[0]
+    top = b.sub(b.mul(y, d["stride_h"]), d["pad_t"])
+    first = b.add(b.mul(image, d["image_stride"]), b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))
+    run = b.mul(d["KW"], d["cg"])                      # K per kernel row
+    start, stop = b.mul(b.sdiv(p.k0, run), d["cg"]), b.mul(b.sdiv(p.k1, run), d["cg"])
+    first_kh = b.sdiv(start, d["cg"])
+    zeros = g.pointer("zeros")
+    lines = CountedLoop(b, "kernel_row", start, stop, 1)   # (kernel row, channel) pairs
+    kh, c = lines.phi(I64, first_kh), lines.phi(I64, _c(0))
+    carried = [[lines.phi(g.vec, value) for value in row] for row in acc]
+    lines.enter()
+    y = b.add(top, b.mul(kh, d["dil_h"]))
+    inside = b.icmp_unsigned("<", y, d["H"])
+    pixel = b.add(b.add(first, b.mul(c, d["channel_stride"])), b.mul(y, d["W"]))
+    a_rows = [b.select(inside, g.at(p.a_base, pixel), zeros)]
+    row_step = b.select(inside, d["stride_w"], _c(0))
+    while len(a_rows) < len(output_pixels):
+        a_rows.append(g.at(a_rows[-1], row_step))
+    b_line = g.at(p.b_base, b.mul(b.add(b.mul(kh, run), c), p.ldb))
+    summed, _ = _k_loop(g, "kw", _c(0), d["KW"], 1, carried, a_rows, b_line, b.mul(d["cg"], p.ldb), d["dil_w"])
+    next_c = b.add(c, _c(1))
+    wrap = b.icmp_signed("==", next_c, d["cg"])
+    lines.leave([(kh, b.add(kh, b.zext(wrap, I64))), (c, b.select(wrap, _c(0), next_c))]
+                + [(carried[j][v], summed[j][v]) for j in range(len(acc)) for v in range(len(acc[0]))])
+    return carried
+
+
+def _interior(g: _Builder, output_pixels: list):
+    """Whether a block of consecutive output pixels lies in one output row with every tap of its windows
+    inside the image's columns."""
+    b, d = g.b, g.d
+    rows = len(output_pixels)
+    x = output_pixels[0][2]
+    left = b.sub(b.mul(x, d["stride_w"]), d["pad_l"])
+    right = b.add(b.add(left, b.mul(_c(rows - 1), d["stride_w"])), b.mul(b.sub(d["KW"], _c(1)), d["dil_w"]))
+    one_row = b.icmp_signed("<", b.add(x, _c(rows - 1)), d["OW"])
+    return b.and_(b.and_(one_row, b.icmp_signed(">=", left, _c(0))), b.icmp_signed("<", right, d["W"]))
+
+
 def _clamp(g: _Builder, acc: list) -> list:
     """The accumulators clamped to the kernel's [lo, hi] (compare and select: NaN stays NaN)."""
     b, bounds = g.b, g.pointer("clamp")
@@ -328,7 +373,10 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
     start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
     acc = _by_rows(start, vectors)
-    if shape.conv:
+    if shape.conv and shape.planar and consecutive:
+        acc = _by_rows(g.branches(_interior(g, pixels), lambda: _flat(_planar_window_rows(g, p, pixels, acc)),
+                                  lambda: _flat(_conv_taps(g, p, pixels, acc))), vectors)
+    elif shape.conv:
         acc = _conv_taps(g, p, pixels, acc)
     else:
         a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
@@ -380,6 +428,10 @@ def _with_residual(g: _Builder, p: _Panel, rows: list, values: list, masked: boo
 
     return _by_rows(g.branches(b.icmp_unsigned("!=", residual, g.null), added,
                                lambda: [v for row in values for v in row]), len(values[0]))
+
+
+def _flat(rows: list) -> list:
+    return [value for row in rows for value in row]
 
 
 def _by_rows(flat: list, width: int) -> list:

@@ -116,6 +116,21 @@ def test_an_nchw_input_is_read_in_place(level, case):
     check(np.random.default_rng(7), planar=True, **case)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(images=st.integers(1, 2), c=st.integers(1, 4), h=st.integers(1, 10), w=st.integers(1, 40),
+       o=st.integers(1, 40), kh=st.integers(1, 4), kw=st.integers(1, 7), s=st.integers(1, 3),
+       dilation=st.integers(1, 2), pad=st.integers(0, 3), rows_per_k_block=st.sampled_from([None, 1, 2]),
+       seed=st.integers(0, 2**16))
+def test_random_nchw_geometries(level, images, c, h, w, o, kh, kw, s, dilation, pad, rows_per_k_block, seed):
+    """A planar image: blocks inside the columns run along kernel rows, the others tap by tap; K blocks of
+    whole kernel rows."""
+    if h + 2 * pad < (kh - 1) * dilation + 1 or w + 2 * pad < (kw - 1) * dilation + 1:
+        return
+    check(np.random.default_rng(seed), images, c, h, w, o, (kh, kw), strides=(s, s), pads=(pad, pad, pad + 1, pad),
+          dilations=(dilation, dilation), bias=bool(seed & 1), planar=True,
+          taps_per_k_block=rows_per_k_block and rows_per_k_block * kw)
+
+
 @pytest.mark.parametrize("activation", ["silu", "hard_swish"])
 def test_an_activation_before_the_store(level, activation):
     check(np.random.default_rng(3), 2, 20, 6, 7, 37, (3, 3), pads=(1, 1, 1, 1), bias=True, activation=activation)
