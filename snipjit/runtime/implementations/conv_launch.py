@@ -82,7 +82,7 @@ def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False
     convolution kernel."""
     if geometry.pointwise and not planar and pixel_rows:
         return packed.kernel.for_products(activation)
-    return packed.kernel.for_convolution(planar, activation)
+    return packed.kernel.for_convolution(planar, activation, (geometry.kernel[1], packed.cg))
 
 
 def _pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.ndarray, bias: np.ndarray | None,

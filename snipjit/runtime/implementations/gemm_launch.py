@@ -74,19 +74,24 @@ class GemmKernel:
         kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
         return k if k <= kc else kc
 
-    def for_convolution(self, planar: bool = False, activation: str = "") -> "GemmKernel":
+    def for_convolution(self, planar: bool = False, activation: str = "", window: tuple[int, int] = (0, 0)
+                        ) -> "GemmKernel":
         """The kernel of the same register block reading A through a convolution's window (of an NCHW
         image when `planar`, else NHWC), applying `activation` (a math-library function) before the
         store. A planar image is a network's input (3 or 4 channels): the channel loop per tap is that
-        short, so it is not unrolled."""
+        short, so it is not unrolled; given its `window` (kernel width, channels), the kernel unrolls
+        a kernel row's taps and channels instead."""
         unroll = 1 if planar else self.shape.unroll
-        shape = replace(self.shape, conv=True, planar=planar, unroll=unroll, activation=activation)
+        width, channels = window if planar else (0, 0)
+        shape = replace(self.shape, conv=True, planar=planar, unroll=unroll, activation=activation,
+                        kernel_width=width, channels=channels)
         return replace(self, shape=shape)
 
     def for_products(self, activation: str = "") -> "GemmKernel":
         """The kernel of the same register block reading A as rows (a plain product) that applies a
         convolution's epilogue: residual, `activation`, clamp."""
-        shape = replace(self.shape, conv=False, planar=False, activation=activation, epilogue=True)
+        shape = replace(self.shape, conv=False, planar=False, kernel_width=0, channels=0, activation=activation,
+                        epilogue=True)
         return replace(self, shape=shape)
 
 

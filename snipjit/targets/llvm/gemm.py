@@ -68,6 +68,8 @@ class MicroKernel:
     fused: bool = True   # FMA instructions (else a multiply and an add)
     conv: bool = False   # A is an image read through a convolution's window (below)
     planar: bool = False  # ... an NCHW image: its channels are planes (else contiguous: NHWC)
+    kernel_width: int = 0  # a planar kernel's window width, if fixed: its K loop along kernel rows unrolled
+    channels: int = 0      # ... and its channels, if fixed too (with the width): a kernel row's channels unrolled
     activation: str = ""  # a convolution's activation before the store: a math-library function
     epilogue: bool = False   # a plain product that applies the residual, activation and clamp (a conv always does)
 
@@ -80,7 +82,8 @@ class MicroKernel:
         plain = "gemm_epilogue" if self.epilogue else "gemm"
         kind = ("planar_conv" if self.planar else "conv") if self.conv else plain
         return (f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
-                f"{'_' + self.activation if self.activation else ''}")
+                f"{'_' + self.activation if self.activation else ''}"
+                f"{f'_w{self.kernel_width}' if self.kernel_width else ''}{f'_c{self.channels}' if self.channels else ''}")
 
 
 def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
@@ -302,16 +305,18 @@ def _planar_window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) 
     """`_conv_taps` for a block of consecutive output pixels of one output row whose windows lie inside
     the columns of a planar image (K blocks cover whole kernel rows there): per kernel row and channel,
     the K loop runs along the kernel's columns, which are consecutive pixels of one plane, with one
-    bounds check for all rows. Tap by tap, a 3-channel image would cost more addresses than FMAs."""
+    bounds check for all rows; a kernel of fixed width and channels unrolls that loop and the channels.
+    Tap by tap, a 3-channel image would cost more addresses than FMAs."""
     b, d = g.b, g.d
     image, y, x = output_pixels[0]
     top = b.sub(b.mul(y, d["stride_h"]), d["pad_t"])
     first = b.add(b.mul(image, d["image_stride"]), b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))
-    run = b.mul(d["KW"], d["cg"])                      # K per kernel row
+    width = _c(g.shape.kernel_width) if g.shape.kernel_width else d["KW"]
+    run = b.mul(width, d["cg"])                        # K per kernel row
     start, stop = b.mul(b.sdiv(p.k0, run), d["cg"]), b.mul(b.sdiv(p.k1, run), d["cg"])
     first_kh = b.sdiv(start, d["cg"])
     zeros = g.pointer("zeros")
-    lines = CountedLoop(b, "kernel_row", start, stop, 1)   # (kernel row, channel) pairs
+    lines = CountedLoop(b, "kernel_row", start, stop, g.shape.channels or 1)   # (kernel row, channel) pairs
     kh, c = lines.phi(I64, first_kh), lines.phi(I64, _c(0))
     carried = [[lines.phi(g.vec, value) for value in row] for row in acc]
     lines.enter()
@@ -323,8 +328,18 @@ def _planar_window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) 
     while len(a_rows) < len(output_pixels):
         a_rows.append(g.at(a_rows[-1], row_step))
     b_line = g.at(p.b_base, b.mul(b.add(b.mul(kh, run), c), p.ldb))
-    summed, _ = _k_loop(g, "kw", _c(0), d["KW"], 1, carried, a_rows, b_line, b.mul(d["cg"], p.ldb), d["dil_w"])
-    next_c = b.add(c, _c(1))
+    b_stride = b.mul(d["cg"], p.ldb)                   # from a tap's row of B to the next column's
+    if g.shape.channels:   # the kernel row's every channel, unrolled
+        plane, summed = b.select(inside, d["channel_stride"], _c(0)), carried
+        for ch in range(g.shape.channels):
+            rows = [g.at(row, b.mul(_c(ch), plane)) for row in a_rows]
+            summed, _ = _k_loop(g, f"kw{ch}", _c(0), width, g.shape.kernel_width, summed, rows,
+                                g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride, d["dil_w"])
+        next_c = _c(g.shape.channels)
+    else:
+        summed, _ = _k_loop(g, "kw", _c(0), width, g.shape.kernel_width or 1, carried, a_rows, b_line, b_stride,
+                            d["dil_w"])
+        next_c = b.add(c, _c(1))
     wrap = b.icmp_signed("==", next_c, d["cg"])
     lines.leave([(kh, b.add(kh, b.zext(wrap, I64))), (c, b.select(wrap, _c(0), next_c))]
                 + [(carried[j][v], summed[j][v]) for j in range(len(acc)) for v in range(len(acc[0]))])

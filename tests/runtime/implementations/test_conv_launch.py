@@ -117,13 +117,13 @@ def test_an_nchw_input_is_read_in_place(level, case):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(images=st.integers(1, 2), c=st.integers(1, 4), h=st.integers(1, 10), w=st.integers(1, 40),
-       o=st.integers(1, 40), kh=st.integers(1, 4), kw=st.integers(1, 7), s=st.integers(1, 3),
+@given(images=st.integers(1, 2), c=st.sampled_from([1, 3]), h=st.integers(1, 10), w=st.integers(1, 40),
+       o=st.integers(1, 40), kh=st.integers(1, 4), kw=st.sampled_from([2, 3, 7]), s=st.integers(1, 3),
        dilation=st.integers(1, 2), pad=st.integers(0, 3), rows_per_k_block=st.sampled_from([None, 1, 2]),
        seed=st.integers(0, 2**16))
 def test_random_nchw_geometries(level, images, c, h, w, o, kh, kw, s, dilation, pad, rows_per_k_block, seed):
-    """A planar image: blocks inside the columns run along kernel rows, the others tap by tap; K blocks of
-    whole kernel rows."""
+    """A planar image: blocks inside the columns run along kernel rows (a kernel per width and channel
+    count), the others tap by tap; K blocks of whole kernel rows."""
     if h + 2 * pad < (kh - 1) * dilation + 1 or w + 2 * pad < (kw - 1) * dilation + 1:
         return
     check(np.random.default_rng(seed), images, c, h, w, o, (kh, kw), strides=(s, s), pads=(pad, pad, pad + 1, pad),
