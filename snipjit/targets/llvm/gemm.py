@@ -274,20 +274,36 @@ def _output_pixels(g: _Builder, rows: list, consecutive: bool) -> list:
     return pixels
 
 
-def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
+def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list, stepped: bool = False) -> list:
     """Accumulate the taps of the K block for the rows' output pixels: per tap, the K loop over `cg`
-    channels of each row's input pixel under the tap (the zero row in the padding)."""
+    channels of each row's input pixel under the tap (the zero row in the padding). `stepped`: the rows
+    are consecutive pixels of one output row whose windows lie inside the image's columns, so per tap
+    one bounds check and the first row's address, the others a stride apart, find their pixels —
+    grouped convolutions of 8 channels per group (RegNet) spent more on the rows' addresses than on
+    their FMAs (measured 1.1-1.25x faster on Zen 3 AVX2; neutral at 64-512 channels)."""
     b, d, unroll = g.b, g.d, g.shape.unroll
     pixels = [(b.mul(image, d["image_stride"]), b.sub(b.mul(y, d["stride_h"]), d["pad_t"]),
                b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))   # (image offset, window's top row, left column)
               for image, y, x in output_pixels]
-    taps = CountedLoop(b, "tap", b.sdiv(p.k0, d["cg"]), b.sdiv(p.k1, d["cg"]), 1)
+    first, last = b.sdiv(p.k0, d["cg"]), b.sdiv(p.k1, d["cg"])
+    first_kh = b.sdiv(first, d["KW"])
+    first_kw = b.sub(first, b.mul(first_kh, d["KW"]))
+    taps = CountedLoop(b, "tap", first, last, 1)
+    kh, kw = taps.phi(I64, first_kh), taps.phi(I64, first_kw)   # (counted along: no division per tap)
     carried = [[taps.phi(g.vec, value) for value in row] for row in acc]
     taps.enter()
-    kh = b.sdiv(taps.index, d["KW"])
-    dy, dx = b.mul(kh, d["dil_h"]), b.mul(b.sub(taps.index, b.mul(kh, d["KW"])), d["dil_w"])
+    dy, dx = b.mul(kh, d["dil_h"]), b.mul(kw, d["dil_w"])
     a_rows, zeros = [], g.pointer("zeros")
-    for image, top, left in pixels:
+    if stepped:
+        image, top, left = pixels[0]
+        y, x = b.add(top, dy), b.add(left, dx)
+        inside = b.icmp_unsigned("<", y, d["H"])
+        pixel = b.add(image, b.mul(b.add(b.mul(y, d["W"]), x), d["pixel_stride"]))
+        a_rows.append(b.select(inside, g.at(p.a_base, pixel), zeros))
+        step = b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
+        while len(a_rows) < len(pixels):
+            a_rows.append(g.at(a_rows[-1], step))
+    for image, top, left in pixels[len(a_rows):]:
         y, x = b.add(top, dy), b.add(left, dx)
         inside = b.and_(b.icmp_unsigned("<", y, d["H"]), b.icmp_unsigned("<", x, d["W"]))
         pixel = b.add(image, b.mul(b.add(b.mul(y, d["W"]), x), d["pixel_stride"]))
@@ -297,7 +313,10 @@ def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
     summed, k = _k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb, a_stride)
     if unroll > 1:
         summed, _ = _k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb, a_stride)
-    taps.leave([(carried[j][v], summed[j][v]) for j in range(len(output_pixels)) for v in range(len(acc[0]))])
+    next_kw = b.add(kw, _c(1))
+    wrap = b.icmp_signed("==", next_kw, d["KW"])
+    taps.leave([(kh, b.add(kh, b.zext(wrap, I64))), (kw, b.select(wrap, _c(0), next_kw))]
+               + [(carried[j][v], summed[j][v]) for j in range(len(output_pixels)) for v in range(len(acc[0]))])
     return carried
 
 
@@ -390,6 +409,9 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
     acc = _by_rows(start, vectors)
     if shape.conv and shape.planar and consecutive:
         acc = _by_rows(g.branches(_interior(g, pixels), lambda: _flat(_planar_window_rows(g, p, pixels, acc)),
+                                  lambda: _flat(_conv_taps(g, p, pixels, acc))), vectors)
+    elif shape.conv and consecutive:
+        acc = _by_rows(g.branches(_interior(g, pixels), lambda: _flat(_conv_taps(g, p, pixels, acc, True)),
                                   lambda: _flat(_conv_taps(g, p, pixels, acc))), vectors)
     elif shape.conv:
         acc = _conv_taps(g, p, pixels, acc)

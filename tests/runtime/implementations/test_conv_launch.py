@@ -60,6 +60,9 @@ def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 
     dict(images=1, c=64, h=1, w=1, o=33, kernel=(3, 3), pads=(1, 1, 1, 1), bias=True),
     dict(images=2, c=6, h=5, w=4, o=6, kernel=(3, 3), group=3, pads=(1, 1, 1, 1), clamp=(0.0, np.inf)),
     dict(images=1, c=130, h=12, w=11, o=129, kernel=(3, 3), pads=(1, 1, 1, 1), bias=True, clamp=(-0.5, 0.5)),
+    # wide rows: most row blocks lie inside the columns (their rows' addresses a stride apart)
+    dict(images=2, c=16, h=5, w=41, o=16, kernel=(3, 3), group=2, strides=(2, 2), pads=(1, 1, 1, 1), bias=True),
+    dict(images=1, c=8, h=4, w=33, o=24, kernel=(2, 3), strides=(1, 3), pads=(0, 2, 1, 0), dilations=(2, 2)),
 ])
 def test_convolutions(level, case):
     check(np.random.default_rng(len(str(case))), **case)
