@@ -168,7 +168,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart, or a
     # planar image's kernel row (np.zeros maps untouched pages to the zero page: the long stride costs
     # no memory)
-    zeros = np.zeros(max((cg - 1) * channel_stride, (kw - 1) * dw * planar) + 1, np.float32)
+    zeros = np.zeros(max((cg - 1) * channel_stride, (kw - 1) * dw if planar else 0) + 1, np.float32)
     dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=out.strides[2] // 4,
                        c_image=out.strides[0] // 4, c_row=out.strides[1] // 4,
                        panels=split.panels, a_batch=cg * channel_stride, b_batch=packed.data[0].size, c_batch=n,

@@ -37,6 +37,10 @@ MIN_ITEM_MULTIPLY_ADDS = 1 << 22       # ... unless they would be smaller than t
                                        # the A and C streams (3136×64×64 on 2 threads: 8 items 4% slower than 2)
 
 
+# the widest planar kernel row unrolled (kernels wider than first layers' 7 or 11 loop over their taps)
+UNROLLED_WIDTH = 11
+
+
 @dataclass(frozen=True)
 class GemmKernel:
     """One microkernel for one ISA level; its code is compiled on first use (packing weights at compile
@@ -78,11 +82,11 @@ class GemmKernel:
                         ) -> "GemmKernel":
         """The kernel of the same register block reading A through a convolution's window (of an NCHW
         image when `planar`, else NHWC), applying `activation` (a math-library function) before the
-        store. A planar image is a network's input (3 or 4 channels): the channel loop per tap is that
-        short, so it is not unrolled; given its `window` (kernel width, channels), the kernel unrolls
-        a kernel row's taps and channels instead."""
+        store. A planar image is a network's input (at most 4 channels): its K loop runs along a kernel
+        row, not over a tap's few channels; given the `window` (kernel width, channels; ignored for
+        NHWC), a kernel of a width up to `UNROLLED_WIDTH` unrolls a kernel row's taps and channels."""
         unroll = 1 if planar else self.shape.unroll
-        width, channels = window if planar else (0, 0)
+        width, channels = window if planar and window[0] <= UNROLLED_WIDTH else (0, 0)
         shape = replace(self.shape, conv=True, planar=planar, unroll=unroll, activation=activation,
                         kernel_width=width, channels=channels)
         return replace(self, shape=shape)

@@ -1,15 +1,17 @@
 """A register-blocked f32 GEMM microkernel for an ISA level: C = A @ B (+ bias), batched.
 
 The register block is `mr` rows × `vectors` vectors of `lanes` floats (NR = vectors · lanes columns);
-`register_blocks` derives it from the ISA description (`targets.isa`), `runtime.gemm` picks one per product. The output is cut into panels of
-NR columns and chunks of rows; a work item is one chunk of one panel of one batch entry (chunks
-fastest, so neighbouring items share B's panel), so the kernel follows the `KernelFunction` ABI and runs
-on the native pool like any snippet: `fn(ptrs, dims, begin, end, scratch)` computes items [begin, end).
+`register_blocks` derives it from the ISA description (`targets.isa`), `runtime.gemm` picks one per
+product. The output is cut into panels of NR columns and chunks of rows; a work item is one chunk of one
+panel of one batch entry (chunks fastest, so neighbouring items share B's panel), so the kernel follows
+the `KernelFunction` ABI and runs on the native pool like any snippet: `fn(ptrs, dims, begin, end,
+scratch)` computes items [begin, end).
 
 - ptrs: see `PTRS`. bias: null, or one value per column added before the store. Convolutions only:
   residual: null, or a tensor of C's rows and columns (row stride `ldr`) added to the final sums (a
   residual connection's Add); then the `activation`; then clamp: null, or [lo, hi] the stored values
-  are clamped to (Relu, Clip; NaN stays NaN); zeros: a zero row.
+  are clamped to (Relu, Clip; NaN stays NaN); zeros: what a tap in the padding reads (a convolution's
+  `cg` channels, channel_stride apart; a planar image's kernel row, (KW-1)·dil_w + 1 floats).
 - dims: see `DIMS`. Strides are in elements. b_panel_stride is NR for a row-major B, K·NR for B packed
   panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N). `pack` != 0:
   each work item first copies its K × NR panel into the thread's scratchpad (zeros past N), so the FMA
@@ -32,7 +34,9 @@ as a network's 3-channel first layer reads) and its rows are the output pixels
 pixel under the tap, or the zero row where the tap falls into the padding. The batch index is the group:
 a_batch offsets A's channels, c_batch C's columns. An output pixel's row of C lies at image · c_image +
 row · c_row + column · ldc (a dense output: ldc = all its channels; a strided view of a wider output
-too: the phases of a ConvTranspose). K blocks cover whole taps.
+too: the phases of a ConvTranspose). K blocks cover whole taps (a planar image's, whole kernel rows: see
+`_planar_window_rows`). A block of consecutive rows inside the image's columns (most blocks) finds its
+rows' pixels a stride from the first's, with one bounds check per tap (`_conv_taps`, `stepped`).
 
 No software prefetch: prefetching B 8 or 16 rows ahead measured no gain on AVX-512 or AVX2 (the K loop
 reads B and A's rows sequentially, which the hardware prefetchers follow), and A is not packed (the
@@ -81,9 +85,9 @@ class MicroKernel:
     def name(self) -> str:
         plain = "gemm_epilogue" if self.epilogue else "gemm"
         kind = ("planar_conv" if self.planar else "conv") if self.conv else plain
+        window = f"_w{self.kernel_width}" + (f"_c{self.channels}" if self.channels else "") if self.kernel_width else ""
         return (f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
-                f"{'_' + self.activation if self.activation else ''}"
-                f"{f'_w{self.kernel_width}' if self.kernel_width else ''}{f'_c{self.channels}' if self.channels else ''}")
+                f"{'_' + self.activation if self.activation else ''}{window}")
 
 
 def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
@@ -322,7 +326,7 @@ def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list, stepped: 
 
 def _planar_window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
     """`_conv_taps` for a block of consecutive output pixels of one output row whose windows lie inside
-    the columns of a planar image (K blocks cover whole kernel rows there): per kernel row and channel,
+    the columns of a planar image (K blocks of whole kernel rows are fastest here): per kernel row and channel,
     the K loop runs along the kernel's columns, which are consecutive pixels of one plane, with one
     bounds check for all rows; a kernel of fixed width and channels unrolls that loop and the channels.
     Tap by tap, a 3-channel image would cost more addresses than FMAs."""
@@ -332,8 +336,8 @@ def _planar_window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) 
     first = b.add(b.mul(image, d["image_stride"]), b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))
     width = _c(g.shape.kernel_width) if g.shape.kernel_width else d["KW"]
     run = b.mul(width, d["cg"])                        # K per kernel row
-    start, stop = b.mul(b.sdiv(p.k0, run), d["cg"]), b.mul(b.sdiv(p.k1, run), d["cg"])
-    first_kh = b.sdiv(start, d["cg"])
+    first_kh = b.sdiv(p.k0, run)
+    start, stop = b.mul(first_kh, d["cg"]), b.mul(b.sdiv(p.k1, run), d["cg"])
     zeros = g.pointer("zeros")
     lines = CountedLoop(b, "kernel_row", start, stop, g.shape.channels or 1)   # (kernel row, channel) pairs
     kh, c = lines.phi(I64, first_kh), lines.phi(I64, _c(0))
@@ -468,6 +472,7 @@ def _with_residual(g: _Builder, p: _Panel, rows: list, values: list, masked: boo
 
 
 def _flat(rows: list) -> list:
+    """Rows of accumulators as one row-major list (what `branches` merges)."""
     return [value for row in rows for value in row]
 
 

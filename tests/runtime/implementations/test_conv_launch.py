@@ -114,24 +114,29 @@ def test_random_geometries(level, images, c, h, w, o, k, s, pad, group, seed):
     dict(images=1, c=3, h=31, w=29, o=24, kernel=(7, 7), strides=(2, 2), pads=(3, 3, 3, 3), bias=True,
          clamp=(0.0, np.inf)),
     dict(images=2, c=4, h=9, w=8, o=8, kernel=(3, 3), group=2, pads=(1, 0, 1, 2), dilations=(2, 1)),
+    # wide rows: groups and unequal strides, dilations and pads on the blocks inside the columns
+    dict(images=2, c=4, h=7, w=45, o=40, kernel=(3, 2), group=2, strides=(1, 2), pads=(2, 0, 1, 1),
+         dilations=(2, 3), bias=True),
+    dict(images=1, c=2, h=5, w=60, o=9, kernel=(2, 13), strides=(2, 1), pads=(0, 6, 1, 6)),   # wider than unrolled
 ])
 def test_an_nchw_input_is_read_in_place(level, case):
     check(np.random.default_rng(7), planar=True, **case)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(images=st.integers(1, 2), c=st.sampled_from([1, 3]), h=st.integers(1, 10), w=st.integers(1, 40),
-       o=st.integers(1, 40), kh=st.integers(1, 4), kw=st.sampled_from([2, 3, 7]), s=st.integers(1, 3),
-       dilation=st.integers(1, 2), pad=st.integers(0, 3), rows_per_k_block=st.sampled_from([None, 1, 2]),
-       seed=st.integers(0, 2**16))
-def test_random_nchw_geometries(level, images, c, h, w, o, kh, kw, s, dilation, pad, rows_per_k_block, seed):
+@given(images=st.integers(1, 2), c=st.sampled_from([1, 3, 4]), h=st.integers(1, 10), w=st.integers(1, 40),
+       o=st.integers(1, 40), kh=st.integers(1, 4), kw=st.sampled_from([1, 3, 7]), sh=st.integers(1, 3),
+       sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2), pad=st.integers(0, 3),
+       k_block=st.sampled_from([None, 1, 2, 3]), seed=st.integers(0, 2**16))
+def test_random_nchw_geometries(level, images, c, h, w, o, kh, kw, sh, sw, dh, dw, pad, k_block, seed):
     """A planar image: blocks inside the columns run along kernel rows (a kernel per width and channel
-    count), the others tap by tap; K blocks of whole kernel rows."""
-    if h + 2 * pad < (kh - 1) * dilation + 1 or w + 2 * pad < (kw - 1) * dilation + 1:
+    count), the others tap by tap; K blocks of 1-2 kernel rows, or of 3 taps (splitting kernel rows)."""
+    top, left = pad, (pad + seed) % 3
+    if h + top + pad + 1 < (kh - 1) * dh + 1 or w + left + pad < (kw - 1) * dw + 1:
         return
-    check(np.random.default_rng(seed), images, c, h, w, o, (kh, kw), strides=(s, s), pads=(pad, pad, pad + 1, pad),
-          dilations=(dilation, dilation), bias=bool(seed & 1), planar=True,
-          taps_per_k_block=rows_per_k_block and rows_per_k_block * kw)
+    check(np.random.default_rng(seed), images, c, h, w, o, (kh, kw), strides=(sh, sw), pads=(top, left, pad + 1, pad),
+          dilations=(dh, dw), bias=bool(seed & 1), planar=True,
+          taps_per_k_block=k_block and (3 if k_block == 3 else k_block * kw))
 
 
 @pytest.mark.parametrize("activation", ["silu", "hard_swish"])

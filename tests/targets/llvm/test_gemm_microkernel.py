@@ -1,7 +1,7 @@
 """The GEMM microkernel's machine code on CPUs other than this one (LLVM compiles for any x86 CPU name):
 the hot K loop of every register block the runtime uses, in products and in convolutions, holds its
 FMAs, no masked load or store and no stack access (no register spills), on AVX2 and on AVX-512 CPUs.
-(A convolution of an NCHW image, a network's 3-channel input, loops 3 times per tap: no hot loop.)"""
+(A convolution of an NCHW image, a network's 3-channel input, unrolls a kernel row: no hot loop.)"""
 import re
 
 import pytest
