@@ -317,10 +317,7 @@ def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list, stepped: 
     summed, k = _k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb, a_stride)
     if unroll > 1:
         summed, _ = _k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb, a_stride)
-    next_kw = b.add(kw, _c(1))
-    wrap = b.icmp_signed("==", next_kw, d["KW"])
-    taps.leave([(kh, b.add(kh, b.zext(wrap, I64))), (kw, b.select(wrap, _c(0), next_kw))]
-               + [(carried[j][v], summed[j][v]) for j in range(len(output_pixels)) for v in range(len(acc[0]))])
+    taps.leave(_next_position(b, kh, kw, b.add(kw, _c(1)), d["KW"]) + list(zip(_flat(carried), _flat(summed))))
     return carried
 
 
@@ -363,10 +360,15 @@ def _planar_window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) 
         summed, _ = _k_loop(g, "kw", _c(0), width, g.shape.kernel_width or 1, carried, a_rows, b_line, b_stride,
                             d["dil_w"])
         next_c = b.add(c, _c(1))
-    wrap = b.icmp_signed("==", next_c, d["cg"])
-    lines.leave([(kh, b.add(kh, b.zext(wrap, I64))), (c, b.select(wrap, _c(0), next_c))]
-                + [(carried[j][v], summed[j][v]) for j in range(len(acc)) for v in range(len(acc[0]))])
+    lines.leave(_next_position(b, kh, c, next_c, d["cg"]) + list(zip(_flat(carried), _flat(summed))))
     return carried
+
+
+def _next_position(b: ir.IRBuilder, outer, inner, next_inner, count) -> list:
+    """The carried (outer, inner) counters of a loop over pairs, as `CountedLoop.leave` takes them: `inner`
+    moves to `next_inner`, wrapping to 0 and `outer` to the next at `count`."""
+    wrap = b.icmp_signed("==", next_inner, count)
+    return [(outer, b.add(outer, b.zext(wrap, I64))), (inner, b.select(wrap, _c(0), next_inner))]
 
 
 def _interior(g: _Builder, output_pixels: list):
@@ -411,12 +413,12 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
     start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
     acc = _by_rows(start, vectors)
-    if shape.conv and shape.planar and consecutive:
-        acc = _by_rows(g.branches(_interior(g, pixels), lambda: _flat(_planar_window_rows(g, p, pixels, acc)),
-                                  lambda: _flat(_conv_taps(g, p, pixels, acc))), vectors)
-    elif shape.conv and consecutive:
-        acc = _by_rows(g.branches(_interior(g, pixels), lambda: _flat(_conv_taps(g, p, pixels, acc, True)),
-                                  lambda: _flat(_conv_taps(g, p, pixels, acc))), vectors)
+    if shape.conv and consecutive:   # blocks inside the image's columns take the faster path
+        def inside():
+            return _flat(_planar_window_rows(g, p, pixels, acc) if shape.planar
+                         else _conv_taps(g, p, pixels, acc, stepped=True))
+        acc = _by_rows(g.branches(_interior(g, pixels), inside, lambda: _flat(_conv_taps(g, p, pixels, acc))),
+                       vectors)
     elif shape.conv:
         acc = _conv_taps(g, p, pixels, acc)
     else:
