@@ -8,11 +8,11 @@ Conv/MatMul/Gemm applies a bias and an activation in place on its output while i
 
 (each step optional, in this order, each consuming the single-use output of the previous one) stays with
 the heavy op. A node is marked whether or not the Snippets compiler supports it: the mark says who owns
-the node, and the tokenizer ignores unsupported nodes anyway. A chain whose result feeds a node the
+the node, and the tokenizer ignores unsupported nodes anyway. A chain whose result feeds only nodes the
 tokenizer will fuse stays unmarked: that kernel applies the epilogue without an extra pass over memory,
 which the in-place BLAS epilogue cannot avoid (option `epilogues_yield_to_kernels=False` keeps them
-marked). Option `fuse_epilogues=False` turns the pass
-off (every elementwise node is then left to the tokenizer).
+marked). A chain whose result another node reads too stays marked: the result is stored either way.
+Option `fuse_epilogues=False` turns the pass off (every elementwise node is then left to the tokenizer).
 """
 from __future__ import annotations
 
@@ -98,9 +98,12 @@ class MarkSkippedByPlugin:
                     chains[node.outputs[0]] = _Chain(chain.heavy, step + 1, chain.nodes + [node])
                     break
         for value, chain in chains.items():
-            if self.yield_to_kernels and chain.nodes and any(is_supported(n) and not n.meta.get(SKIPPED_BY_PLUGIN)
-                                   for n, _ in uses.get(value, ())):
-                for n in chain.nodes:   # a kernel follows: it takes the epilogue for free
+            readers = [n for n, _ in uses.get(value, ())]
+            if (self.yield_to_kernels and chain.nodes and readers
+                    and all(is_supported(n) and not n.meta.get(SKIPPED_BY_PLUGIN) for n in readers)):
+                # kernels read the end of the chain, nothing else: they take the epilogue for free (with
+                # another reader too, the value is stored anyway, and the heavy op computes it cheapest)
+                for n in chain.nodes:
                     n.meta.pop(SKIPPED_BY_PLUGIN, None)
         return graph
 

@@ -121,3 +121,15 @@ def test_tokenizer_leaves_the_epilogue_to_the_heavy_op():
     g = tokenize_snippets(mark_skipped_by_plugin(parse_graph(text, elided="zeros", infer=False), {}), {})
     assert [n.op for n in g.nodes] == ["MatMul", "Subgraph"]     # by default the kernel takes the epilogue
     assert [n.op for n in g.nodes[1].attrs["body"].nodes] == ["Add", "Relu", "Exp", "Mul"]
+
+
+def test_an_epilogue_read_by_a_kernel_and_another_node_stays_with_the_heavy_op():
+    """A squeeze-excitation block reads the activation twice: a pooling (no snippet) and the gate's Mul.
+    The result is stored for the pooling anyway, so the convolution computes it in its store."""
+    text = """graph(x: f32[1,8,4,4], w: f32[8,8,3,3], s: f32[1,8,1,1]) -> [y: f32[1,8,4,4], p: f32[1,8,1,1]] {
+      [c: f32[1,8,4,4]] = Conv(x, w) {pads=[1, 1, 1, 1]}
+      [r: f32[1,8,4,4]] = Relu(c)
+      [p: f32[1,8,1,1]] = GlobalAveragePool(r)
+      [y: f32[1,8,4,4]] = Mul(r, s)
+    }"""
+    assert marked(text) == ["r"]
