@@ -19,6 +19,9 @@ from .gemm_launch import GemmKernel, GemmLaunch, WorkSplit, available, kernel_di
 from ..parallel.native_threads import scratchpads
 
 
+ROW_TAPS_MAX_CHANNELS = 32   # the most input channels a kernel row's taps are run along together for
+
+
 @dataclass(frozen=True)
 class ConvGeometry:
     """A 2-D convolution's window: kernel (KH, KW), strides, pads (top, left, bottom, right), dilations."""
@@ -162,13 +165,17 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
         return _pointwise(x, packed, kernel, out, bias, clamp_values, residual, repeats)
     split = WorkSplit.of(kernel, groups, m, n, k)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
-    run = kw * cg if planar else cg       # K blocks cover whole taps (a planar image's: whole kernel rows)
+    # a kernel row's taps are one run of the image's channels (one group, no dilation along the row): one K
+    # loop per kernel row, where a tap's own would be short (one thread, Zen 3: 3x3 windows of 3, 16 and 32
+    # channels 1.26x, 1.15x and 1.04x faster; of 64-512 channels 0.94-1.0x)
+    row_taps = not planar and groups == 1 and dw == 1 and cg <= ROW_TAPS_MAX_CHANNELS
+    # K blocks cover whole taps; whole kernel rows where the kernel runs along them (a planar image, row_taps)
+    run = kw * cg if planar or row_taps else cg
     kc = max(run, kernel.k_block(k) // run * run)
     channel_stride = h * w if planar else 1
     # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart, or a
-    # planar image's kernel row (np.zeros maps untouched pages to the zero page: the long stride costs
-    # no memory)
-    zeros = np.zeros(max((cg - 1) * channel_stride, (kw - 1) * dw if planar else 0) + 1, np.float32)
+    # kernel row (np.zeros maps untouched pages to the zero page: the long stride costs no memory)
+    zeros = np.zeros(max((cg - 1) * channel_stride + 1, (kw - 1) * dw + 1 if planar else run), np.float32)
     dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=out.strides[2] // 4,
                        c_image=out.strides[0] // 4, c_row=out.strides[1] // 4,
                        panels=split.panels, a_batch=cg * channel_stride, b_batch=packed.data[0].size, c_batch=n,
@@ -177,7 +184,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
                        OH=oh, OW=ow, KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0],
                        pad_l=geometry.pads[1], dil_h=dh, dil_w=dw, image_stride=h * w * c,
                        pixel_stride=1 if planar else c, channel_stride=channel_stride,
-                       ldr=0 if residual is None else residual.strides[2] // 4)
+                       ldr=0 if residual is None else residual.strides[2] // 4, row_taps=int(row_taps))
     ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros, residual)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
                       packed, repeats, held=(clamp_values, zeros))

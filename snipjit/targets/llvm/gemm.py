@@ -11,7 +11,8 @@ scratch)` computes items [begin, end).
   residual: null, or a tensor of C's rows and columns (row stride `ldr`) added to the final sums (a
   residual connection's Add); then the `activation`; then clamp: null, or [lo, hi] the stored values
   are clamped to (Relu, Clip; NaN stays NaN); zeros: what a tap in the padding reads (a convolution's
-  `cg` channels, channel_stride apart; a planar image's kernel row, (KW-1)·dil_w + 1 floats).
+  `cg` channels, channel_stride apart; a kernel row of taps: a planar image's, (KW-1)·dil_w + 1 floats,
+  and with `row_taps`, KW·cg).
 - dims: see `DIMS`. Strides are in elements. b_panel_stride is NR for a row-major B, K·NR for B packed
   panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N). `pack` != 0:
   each work item first copies its K × NR panel into the thread's scratchpad (zeros past N), so the FMA
@@ -34,9 +35,11 @@ as a network's 3-channel first layer reads) and its rows are the output pixels
 pixel under the tap, or the zero row where the tap falls into the padding. The batch index is the group:
 a_batch offsets A's channels, c_batch C's columns. An output pixel's row of C lies at image · c_image +
 row · c_row + column · ldc (a dense output: ldc = all its channels; a strided view of a wider output
-too: the phases of a ConvTranspose). K blocks cover whole taps (a planar image's, whole kernel rows: see
-`_planar_window_rows`). A block of consecutive rows inside the image's columns (most blocks) finds its
-rows' pixels a stride from the first's, with one bounds check per tap (`_conv_taps`, `stepped`).
+too: the phases of a ConvTranspose). K blocks cover whole taps. A block of consecutive rows inside the
+image's columns (most blocks) finds its rows' pixels a stride from the first's, with one bounds check per
+tap (`_conv_taps`, `stepped`), or per kernel row where K blocks cover whole kernel rows and a kernel row's
+taps are one run of A: a planar image's (per channel), an NHWC image's of one group without dilation
+along the row (`row_taps` != 0; see `_window_rows`).
 
 No software prefetch: prefetching B 8 or 16 rows ahead measured no gain on AVX-512 or AVX2 (the K loop
 reads B and A's rows sequentially, which the hardware prefetchers follow), and A is not packed (the
@@ -58,7 +61,7 @@ DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
         "cg", "H", "W", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w",
-        "image_stride", "pixel_stride", "channel_stride", "ldr", "c_image", "c_row")
+        "image_stride", "pixel_stride", "channel_stride", "ldr", "c_image", "c_row", "row_taps")
 PTRS = ("A", "B", "C", "bias", "clamp", "zeros", "residual")
 
 
@@ -321,46 +324,60 @@ def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list, stepped: 
     return carried
 
 
-def _planar_window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
+def _window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
     """`_conv_taps` for a block of consecutive output pixels of one output row whose windows lie inside
-    the columns of a planar image (K blocks of whole kernel rows are fastest here): per kernel row and channel,
-    the K loop runs along the kernel's columns, which are consecutive pixels of one plane, with one
-    bounds check for all rows; a kernel of fixed width and channels unrolls that loop and the channels.
-    Tap by tap, a 3-channel image would cost more addresses than FMAs."""
-    b, d = g.b, g.d
+    the image's columns, where K blocks cover whole kernel rows: per line — a kernel row of an NHWC
+    image whose taps' channels are contiguous (one group, no dilation along the row: `row_taps`), or a
+    kernel row and channel of a planar image — one bounds check for all rows, then one K loop along the
+    line. A 3×3 NHWC window of 16 channels is 3 loops of 48 steps instead of 9 of 16; a planar image's
+    line is a kernel row of one plane (tap by tap, a 3-channel image would cost more addresses than
+    FMAs): its loop runs along the kernel's columns, unrolled with the channels for a kernel of fixed
+    width and channels."""
+    b, d, shape = g.b, g.d, g.shape
     image, y, x = output_pixels[0]
     top = b.sub(b.mul(y, d["stride_h"]), d["pad_t"])
-    first = b.add(b.mul(image, d["image_stride"]), b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))
-    width = _c(g.shape.kernel_width) if g.shape.kernel_width else d["KW"]
+    left = b.sub(b.mul(x, d["stride_w"]), d["pad_l"])
+    first = b.add(b.mul(image, d["image_stride"]), b.mul(left, d["pixel_stride"]))
+    width = _c(shape.kernel_width) if shape.kernel_width else d["KW"]
     run = b.mul(width, d["cg"])                        # K per kernel row
+    per_row = d["cg"] if shape.planar else _c(1)      # lines per kernel row
     first_kh = b.sdiv(p.k0, run)
-    start, stop = b.mul(first_kh, d["cg"]), b.mul(b.sdiv(p.k1, run), d["cg"])
+    start, stop = b.mul(first_kh, per_row), b.mul(b.sdiv(p.k1, run), per_row)
     zeros = g.pointer("zeros")
-    lines = CountedLoop(b, "kernel_row", start, stop, g.shape.channels or 1)   # (kernel row, channel) pairs
+    lines = CountedLoop(b, "kernel_row", start, stop, shape.channels or 1)   # (kernel row, channel) pairs
     kh, c = lines.phi(I64, first_kh), lines.phi(I64, _c(0))
     carried = [[lines.phi(g.vec, value) for value in row] for row in acc]
     lines.enter()
     y = b.add(top, b.mul(kh, d["dil_h"]))
     inside = b.icmp_unsigned("<", y, d["H"])
-    pixel = b.add(b.add(first, b.mul(c, d["channel_stride"])), b.mul(y, d["W"]))
+    pixel = b.add(b.add(first, b.mul(c, d["channel_stride"])), b.mul(b.mul(y, d["W"]), d["pixel_stride"]))
     a_rows = [b.select(inside, g.at(p.a_base, pixel), zeros)]
-    row_step = b.select(inside, d["stride_w"], _c(0))
+    row_step = b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
     while len(a_rows) < len(output_pixels):
         a_rows.append(g.at(a_rows[-1], row_step))
     b_line = g.at(p.b_base, b.mul(b.add(b.mul(kh, run), c), p.ldb))
-    b_stride = b.mul(d["cg"], p.ldb)                   # from a tap's row of B to the next column's
-    if g.shape.channels:   # the kernel row's every channel, unrolled
-        plane, summed = b.select(inside, d["channel_stride"], _c(0)), carried
-        for ch in range(g.shape.channels):
-            rows = [g.at(row, b.mul(_c(ch), plane)) for row in a_rows]
-            summed, _ = _k_loop(g, f"kw{ch}", _c(0), width, g.shape.kernel_width, summed, rows,
-                                g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride, d["dil_w"])
-        next_c = _c(g.shape.channels)
-    else:
-        summed, _ = _k_loop(g, "kw", _c(0), width, g.shape.kernel_width or 1, carried, a_rows, b_line, b_stride,
-                            d["dil_w"])
+    if not shape.planar:   # the kernel row's taps, channel after channel: contiguous in A and B
+        # k counts up from -run to 0 from the line's end: the loop's bound is no register (spilled, in
+        # the 8-row block and the 4x3 one)
+        ends = [g.at(row, run) for row in a_rows]
+        b_end = g.at(b_line, b.mul(run, p.ldb))
+        summed, k = _k_loop(g, "k", b.neg(run), _c(0), shape.unroll, carried, ends, b_end, p.ldb)
+        if shape.unroll > 1:
+            summed, _ = _k_loop(g, "ktail", k, _c(0), 1, summed, ends, b_end, p.ldb)
         next_c = b.add(c, _c(1))
-    lines.leave(_next_position(b, kh, c, next_c, d["cg"]) + list(zip(_flat(carried), _flat(summed))))
+    elif shape.channels:   # the kernel row's every channel, unrolled
+        b_stride = b.mul(d["cg"], p.ldb)               # from a tap's row of B to the next column's
+        plane, summed = b.select(inside, d["channel_stride"], _c(0)), carried
+        for ch in range(shape.channels):
+            rows = [g.at(row, b.mul(_c(ch), plane)) for row in a_rows]
+            summed, _ = _k_loop(g, f"kw{ch}", _c(0), width, shape.kernel_width, summed, rows,
+                                g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride, d["dil_w"])
+        next_c = _c(shape.channels)
+    else:
+        summed, _ = _k_loop(g, "kw", _c(0), width, shape.kernel_width or 1, carried, a_rows, b_line,
+                            b.mul(d["cg"], p.ldb), d["dil_w"])
+        next_c = b.add(c, _c(1))
+    lines.leave(_next_position(b, kh, c, next_c, per_row) + list(zip(_flat(carried), _flat(summed))))
     return carried
 
 
@@ -413,10 +430,13 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
     start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
     acc = _by_rows(start, vectors)
-    if shape.conv and consecutive:   # blocks inside the image's columns take the faster path
+    if shape.conv and consecutive:   # blocks inside the image's columns take a faster path
         def inside():
-            return _flat(_planar_window_rows(g, p, pixels, acc) if shape.planar
-                         else _conv_taps(g, p, pixels, acc, stepped=True))
+            if shape.planar:
+                return _flat(_window_rows(g, p, pixels, acc))
+            return g.branches(b.icmp_signed("!=", d["row_taps"], _c(0)),
+                              lambda: _flat(_window_rows(g, p, pixels, acc)),
+                              lambda: _flat(_conv_taps(g, p, pixels, acc, stepped=True)))
         acc = _by_rows(g.branches(_interior(g, pixels), inside, lambda: _flat(_conv_taps(g, p, pixels, acc))),
                        vectors)
     elif shape.conv:
@@ -512,9 +532,12 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     left = b.sub(d["N"], n0)
     full = b.icmp_signed(">=", left, _c(nr))
     masks = [b.icmp_signed("<", lane_ids, g.splat(b.sub(left, _c(v * lanes)), I64)) for v in range(vectors)]
-    copy = b.or_(b.icmp_signed("!=", d["pack"], _c(0)),
-                 b.and_(b.icmp_signed("==", d["padded"], _c(0)), b.not_(full)))
-    b_base, ldb = _copy_panel(g, b_panel, masks, copy)
+    if shape.conv:   # a convolution's weights are always packed (ldb = NR: a constant frees a register)
+        b_base, ldb = b_panel, _c(nr)
+    else:
+        copy = b.or_(b.icmp_signed("!=", d["pack"], _c(0)),
+                     b.and_(b.icmp_signed("==", d["padded"], _c(0)), b.not_(full)))
+        b_base, ldb = _copy_panel(g, b_panel, masks, copy)
     bias_masks = [b.and_(m, g.splat(has_bias, I1)) for m in masks]
     bias = g.at(g.bias, b.add(b.mul(batch, d["bias_batch"]), n0))
     initial = [g.load(g.at(bias, _c(v * lanes)), bias_masks[v]) for v in range(vectors)]

@@ -99,15 +99,19 @@ def test_a_pointwise_convolution_into_a_channel_slice():
     assert np.isnan(whole[..., :10]).all() and np.isnan(whole[..., 30:]).all()
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(images=st.integers(1, 2), c=st.integers(1, 20), h=st.integers(1, 9), w=st.integers(1, 9), o=st.integers(1, 40),
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(images=st.integers(1, 2), c=st.integers(1, 20), h=st.integers(1, 9), w=st.integers(1, 40), o=st.integers(1, 40),
        k=st.integers(1, 4), s=st.integers(1, 3), pad=st.integers(0, 2), group=st.sampled_from([1, 2]),
-       seed=st.integers(0, 2**16))
-def test_random_geometries(level, images, c, h, w, o, k, s, pad, group, seed):
-    if h + 2 * pad < k or w + 2 * pad < k:
+       dw=st.sampled_from([1, 1, 2]), k_block=st.sampled_from([None, 1, 2, 3]), seed=st.integers(0, 2**16))
+def test_random_geometries(level, images, c, h, w, o, k, s, pad, group, dw, k_block, seed):
+    """Wide images put most row blocks inside the columns: one group without dilation along the rows
+    (of up to 32 channels) runs along kernel rows, the others tap by tap; K blocks of 1-3 taps split kernel
+    rows."""
+    if h + 2 * pad < k or w + 2 * pad < (k - 1) * dw + 1:
         return
     check(np.random.default_rng(seed), images, c * group, h, w, o * group, (k, k), group, (s, s),
-          (pad, pad, pad, pad), bias=bool(seed & 1), clamp=(0.0, np.inf) if seed & 2 else None)
+          (pad, pad, pad, pad), (1, dw), bias=bool(seed & 1), clamp=(0.0, np.inf) if seed & 2 else None,
+          taps_per_k_block=k_block)
 
 
 @pytest.mark.parametrize("case", [
