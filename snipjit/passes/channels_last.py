@@ -19,9 +19,9 @@ not care which axis the channels are on:
 * then a residual Add and a SiLU or HardSwish reading a Conv's output alone join the Conv (its fourth
   input, its `activation`), which its kernel applies before the store.
 
-Reorders (Transpose nodes) are inserted only at the edges: where a value enters a Conv from NCHW (but a
-network's 3-channel image is read in place: `input_layout = "NCHW"`), and
-where an op that needs NCHW (a Reshape, Flatten, a graph output) reads a value of a region — once per
+Reorders (Transpose nodes; a Reshape where only axes of size 1 move) are inserted only at the edges: where
+a value enters a Conv from NCHW (but a network's 3-channel image is read in place: `input_layout = "NCHW"`),
+and where an op that needs NCHW (a Reshape, Flatten, a graph output) reads a value of a region — once per
 value, however many readers it has. The rewritten ops keep their meaning; the graph's inputs and outputs
 keep their layout. Option `channels_last=False` turns the pass off. It runs after constant folding
 (BatchNorm folded into the Conv weights) and before the markup and tokenizer, which then fuse the
@@ -128,7 +128,14 @@ class _ChannelsLast:
         return v
 
     def _transpose(self, src: Value, dst: Value, perm: tuple[int, ...]) -> None:
-        self.nodes.append(Node("Transpose", [src], [dst], {"perm": list(perm)}))
+        """A reorder; a Reshape (a view) where it moves only axes of size 1 (a pooled [N, 1, 1, C])."""
+        shape = src.shape
+        if shape is not None and all(isinstance(d, int) for d in shape) \
+                and [p for p in perm if shape[p] != 1] == [a for a in range(len(shape)) if shape[a] != 1]:
+            target = self._constant("reorder_shape", np.array([shape[p] for p in perm], np.int64))
+            self.nodes.append(Node("Reshape", [src, target], [dst], {}))
+        else:
+            self.nodes.append(Node("Transpose", [src], [dst], {"perm": list(perm)}))
 
     def _produce(self, node: Node, inputs: list[Value | None], domain: str, attrs: dict | None = None) -> None:
         """Emit `node` on the layout: its output's twin computed from `inputs`, the NCHW output pending."""

@@ -81,7 +81,8 @@ def test_a_small_network_runs_on_generated_kernels():
     nhwc_ops = [op for kind, ops in kinds if kind == "nhwc" for op in ops]
     for op in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"):
         assert op in nhwc_ops, kinds
-    assert sum(ops == ["Transpose"] for _, ops in kinds) == 1   # the image is read in place: one reorder, out
+    # the image is read in place, and the pooled [1, 1, 1, 13] leaves as a view: no reorder at all
+    assert not [ops for _, ops in kinds if "Transpose" in ops], kinds
 
 
 def test_packed_weights_are_held_once():
