@@ -7,8 +7,10 @@ BatchNorm folding) runs as snipjit's prepared launch (`conv_launch`, repeats=Tru
 as the runtime's arena places them; the first layer reads its NCHW image in place, as in the network)
 and as a one-node ONNX model (Conv + Relu, NCHW) in ONNX Runtime with its input and output bound once.
 The engines alternate in this one process, round by round, each timed for a fixed time per round; the
-FMA peak (a register-only FMA loop, `bench.gemm`) is measured in the same run. `--int8` also times the
-int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s.
+FMA peak (a register-only FMA loop, `bench.gemm`) is measured in the same run. The 3×3 convolutions of
+stride 1 that the network runs as Winograd's (`winograd_launch.choose_tile`) are timed that way too, in
+GFLOP/s of the direct convolution's work ("as run": the ratio to ORT of the way the network runs it).
+`--int8` also times the int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
     """The engines of one shape (callables), its multiply-adds ×2, the largest error against ORT (relative
     to the largest output), and the arrays the engines read (keep them alive while they run)."""
     from snipjit.memory.solver import aligned_empty
-    from snipjit.runtime.implementations import conv_launch
+    from snipjit.runtime.implementations import conv_launch, winograd_launch
     h, w, c, o, k, s, p, _ = shape
     rng = np.random.default_rng(0)
     planar = c <= 4
@@ -68,9 +70,18 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
     for fn in found.values():
         fn()
     error = float(np.abs(out - y_nchw.transpose(0, 2, 3, 1)).max() / max(1.0, np.abs(y_nchw).max()))
+    held = (x, out, x_nchw, y_nchw)
+    tile = winograd_launch.choose_tile(weights.shape, 1, geometry, planar, (oh, ow))
+    if tile:   # the network runs this one as Winograd's
+        transformed = aligned_empty(out.nbytes).view(np.float32).reshape(out.shape)
+        fast = winograd_launch.prepare_winograd(x, winograd_launch.pack_winograd(weights, tile), transformed,
+                                                geometry, bias, (0.0, np.inf), repeats=True)
+        fast.run()
+        error = max(error, float(np.abs(transformed - out).max() / max(1.0, np.abs(out).max())))
+        found["snipjit winograd"], held = fast.run, held + (transformed, fast)
     if int8 and not planar:
         found["snipjit int8"] = int8_engine(x, weights, bias, out, geometry)
-    return found, 2.0 * oh * ow * o * c * k * k, error, (x, out, x_nchw, y_nchw)
+    return found, 2.0 * oh * ow * o * c * k * k, error, held
 
 
 def int8_engine(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, out: np.ndarray, geometry):
@@ -92,9 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     peak = fma_peak(args.threads, args.rounds)
     print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, {args.threads} threads; "
           f"FMA peak {peak:.1f} GFLOP/s; GFLOP/s per convolution (median of {args.rounds} rounds)")
-    print(f"{'H×W×C→O k s':>22} {'n':>2} {'snipjit':>8} {'ORT':>8} {'vs ORT':>7} {'of peak':>8}"
+    print(f"{'H×W×C→O k s':>22} {'n':>2} {'snipjit':>8} {'of peak':>8} {'winograd':>9} {'ORT':>8} {'as run':>7}"
           + (f" {'int8 GOP/s':>11}" if args.int8 else ""))
-    total = {"snipjit": 0.0, "onnxruntime": 0.0}
+    total = {"snipjit": 0.0, "as run": 0.0, "onnxruntime": 0.0}
     for shape in RESNET50:
         found, flops, error, _arrays = engines(shape, args.threads, args.int8)   # (held while the engines run)
         if error > 1e-4:
@@ -103,15 +114,19 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.rounds):
             for name, fn in found.items():
                 times[name].append(seconds_per_call(fn, args.budget))
-        rate = {name: flops / statistics.median(t) / 1e9 for name, t in times.items()}
+        seconds = {name: statistics.median(t) for name, t in times.items()}
+        seconds["as run"] = seconds.get("snipjit winograd", seconds["snipjit"])
+        rate = {name: flops / t / 1e9 for name, t in seconds.items()}
         for name in total:
-            total[name] += shape[7] * statistics.median(times[name])
+            total[name] += shape[7] * seconds[name]
         h, w, c, o, k, s, _, count = shape
-        print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {rate['onnxruntime']:8.1f} "
-              f"{rate['snipjit'] / rate['onnxruntime']:7.2f} {rate['snipjit'] / peak:8.0%}"
+        winograd = f"{rate['snipjit winograd']:9.1f}" if "snipjit winograd" in rate else f"{'-':>9}"
+        print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {rate['snipjit'] / peak:8.0%} "
+              f"{winograd} {rate['onnxruntime']:8.1f} {rate['as run'] / rate['onnxruntime']:7.2f}"
               + (f" {rate.get('snipjit int8', float('nan')):11.1f}" if args.int8 else ""))
-    print(f"all of ResNet-50's convolutions: snipjit {total['snipjit'] * 1e3:.2f} ms, ONNX Runtime "
-          f"{total['onnxruntime'] * 1e3:.2f} ms")
+    print(f"all of ResNet-50's convolutions: snipjit {total['snipjit'] * 1e3:.2f} ms (direct), "
+          f"{total['as run'] * 1e3:.2f} ms (as the network runs them), "
+          f"ONNX Runtime {total['onnxruntime'] * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

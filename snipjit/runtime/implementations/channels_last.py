@@ -1,9 +1,10 @@
 """The `nhwc` implementation: generated kernels for the channels-last convolutions, pools and LRN.
 
 The `ChannelsLast` pass puts convolution regions on [N, H, W, C] (`snipjit.nhwc::Conv`, pools). Here
-a Conv runs as an implicit GEMM over its packed weights (`conv_launch`), a depthwise Conv and the pools
-as sliding-window vector kernels (`window_launch`), a ConvTranspose as stride² convolutions
-(`conv_transpose_launch`); weights are packed once, when the step is built.
+a Conv runs as an implicit GEMM over its packed weights (`conv_launch`) — a 3×3 one of stride 1 on a map
+large enough as Winograd's F(m×m, 3×3) (`winograd_launch`; option `winograd=False`: not) —, a depthwise
+Conv and the pools as sliding-window vector kernels (`window_launch`), a ConvTranspose as stride²
+convolutions (`conv_transpose_launch`); weights are packed (transformed) once, when the step is built.
 A Conv's residual input and activation (which the `ChannelsLast` pass gave it) are computed in its
 kernel's store; so is the epilogue the markup pass left to it: a per-channel bias Add joins the Conv's
 bias and Relu/Clip become a clamp. Another activation is applied in place on the output afterwards.
@@ -19,7 +20,7 @@ from ...ops import get_op
 from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
-from . import conv_launch, conv_transpose_launch, held_weights, lrn_launch, window_launch
+from . import conv_launch, conv_transpose_launch, held_weights, lrn_launch, window_launch, winograd_launch
 from .base import Implementation, Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
 from .held_weights import HeldWeight
 from .blas import EPILOGUES
@@ -108,7 +109,7 @@ class WindowKernel(Kernel):
             if launch is None:
                 return None
             if not self.has_after:
-                return NativeStep(launch)
+                return NativeStep(*getattr(launch, "native_launches", (launch,)))
 
             def call(arrays: list) -> None:
                 launch.run()
@@ -140,9 +141,10 @@ class WeightedKernel(WindowKernel):
 
 
 class ConvKernel(WeightedKernel):
-    """A channels-last Conv: depthwise on the window kernel, any other on the implicit GEMM."""
+    """A channels-last Conv: depthwise on the window kernel, a 3×3 one of stride 1 as Winograd's (where
+    `winograd` and `winograd_launch.choose_tile` give it tiles), any other on the implicit GEMM."""
 
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, winograd: bool = True):
         super().__init__(node)
         w = node.inputs[1].data
         group = self.attrs["group"]
@@ -150,6 +152,11 @@ class ConvKernel(WeightedKernel):
         self.planar = self.attrs["input_layout"] == "NCHW"   # (a network's image, read in place)
         self.activation = self.attrs["activation"]            # (before any absorbed epilogue)
         self.depthwise = is_depthwise(w.shape, group) and not self.planar
+        geometry = conv_launch.ConvGeometry(tuple(w.shape[2:]), tuple(self.attrs["strides"] or (1, 1)),
+                                            dilations=tuple(self.attrs["dilations"] or (1, 1)))
+        output = node.outputs[0].type.shape
+        self.tile = winograd_launch.choose_tile(w.shape, group, geometry, self.planar, tuple(output[1:3])) \
+            if winograd and output is not None and len(output) == 4 else 0
         self.packed = self._packed_weights(node)
         self.added: np.ndarray | None = None              # absorbed bias Adds, summed
         self.clamp: tuple[float, float] | None = None
@@ -158,10 +165,13 @@ class ConvKernel(WeightedKernel):
     def _packed_weights(self, node: Node):
         """The weights in the kernel's form: the one offered (a saved model's), else packed here."""
         kind = window_launch.PackedDepthwise if self.depthwise else conv_launch.PackedConv
+        kind = winograd_launch.PackedWinograd if self.tile else kind
         w = node.inputs[1]
         offered = held_weights.offered(w, kind)
-        if offered is not None:
+        if offered is not None and (not self.tile or offered.tile == self.tile):
             return offered
+        if self.tile:
+            return winograd_launch.pack_winograd(w.data, self.tile)
         if self.depthwise:
             return window_launch.pack_depthwise(w.data)
         return conv_launch.pack_conv(w.data, self.attrs["group"])
@@ -197,6 +207,8 @@ class ConvKernel(WeightedKernel):
         if self.depthwise:
             window = window_launch.Window(kernel, strides, dilations=dilations)
             return [window_launch.window_kernel("madd", window, self.activation).job]
+        if self.tile:
+            return winograd_launch.jobs(self.packed, self.activation)
         pads = tuple(self.attrs["pads"] or (0, 0, 0, 0))
         geometry = conv_launch.ConvGeometry(kernel, strides, pads, dilations)
         return [conv_launch.conv_kernel(self.packed, geometry, self.planar, self.activation).job]
@@ -223,6 +235,9 @@ class ConvKernel(WeightedKernel):
                                                    self.activation)
         if residual is not None and (residual.dtype != np.float32 or not conv_launch.pixel_rows(residual)):
             return None
+        if self.tile:
+            return winograd_launch.prepare_winograd(x, self.packed, y, geometry, bias, self.clamp, repeats,
+                                                    self.activation, residual)
         return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats, self.planar,
                                         self.activation, residual)
 
@@ -336,7 +351,7 @@ def accepts(node: Node, options: dict) -> bool:
 
 def build(node: Node, options: dict) -> Kernel:
     if node.op == "Conv":
-        return ConvKernel(node)
+        return ConvKernel(node, winograd=bool(options.get("winograd", True)))
     if node.op == "ConvTranspose":
         return ConvTransposeKernel(node)
     if node.op in POOLS:

@@ -245,3 +245,28 @@ def test_a_vision_transformers_patch_tokens_are_a_view_of_the_conv_output():
     for n in (1, 2):
         cm = check(graph, {"x": randn(n, 3, 32, 32)})
     assert "Transpose" not in [op for _, ops in steps(cm) for op in ops]
+
+
+def winograd_network():
+    """Two 3×3 convolutions of stride 1 (a residual block): 24 and 14 pixels wide, channels in vectors of
+    every level."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", [2, 3, 24, 14])
+    stem = b.Relu(b.Conv(x, b.const(randn(32, 3, 3, 3, scale=0.3)), pads=[1, 1, 1, 1]))
+    block = b.Relu(b.Conv(stem, b.const(randn(32, 32, 3, 3, scale=0.1)), b.const(randn(32)), pads=[1, 1, 1, 1]))
+    b.output(b.Relu(b.Add(b.Conv(block, b.const(randn(32, 32, 3, 3, scale=0.1)), pads=[1, 1, 1, 1]), stem)), "y")
+    return b.build()
+
+
+def test_3x3_convolutions_of_stride_1_run_as_winograds(tmp_path):
+    from snipjit.runtime.implementations.winograd_launch import PackedWinograd
+    graph, feeds = winograd_network(), {"x": randn(2, 3, 24, 14)}
+    cm = check(graph, feeds)
+    tiles = [s.kernel.tile for s in cm.plan if s.kind == "nhwc"]
+    assert tiles == [0, 2, 2]   # (the 3-channel image: direct) 14 pixels wide: tiles of 2
+    assert all(isinstance(s.kernel.packed, PackedWinograd) for s in cm.plan if s.kind == "nhwc" and s.kernel.tile)
+    direct = snipjit.compile(graph, winograd=False)
+    assert not any(s.kernel.tile for s in direct.plan if s.kind == "nhwc")
+    np.testing.assert_allclose(cm.run(feeds)[0], direct.run(feeds)[0], rtol=1e-5, atol=1e-5)
+    cm.save(tmp_path / "m.snipjit")   # the transformed weights are what the model keeps, and saves
+    np.testing.assert_allclose(snipjit.load(tmp_path / "m.snipjit").run(feeds)[0], cm.run(feeds)[0], rtol=0, atol=0)

@@ -1,0 +1,213 @@
+"""3×3 convolutions of stride 1 as Winograd F(m×m, 3×3) on a channels-last image.
+
+Three launches (`targets.llvm.winograd`): the input transform writes the image's tiles, transformed, as α²
+matrices V[position] = [tiles, C] (α = m + 2); the GEMM microkernel multiplies each by that position's
+transformed weights U[position] = [C, O] (packed once, at compile time) into M[position] = [tiles, O]; the
+output transform turns M back into output pixels and applies the bias, residual, activation and clamp.
+F(2×2, 3×3) does 16/36 of the direct convolution's multiply-adds, and its transforms only add and halve:
+its results differ from the direct convolution's by rounding alone. The two buffers V and M are the
+launch's own (α² · tiles · (C + O) floats).
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...memory.solver import aligned_empty
+from ..parallel.native_threads import NativeCall, get_native_pool, native_call, runner, scratchpads
+from .conv_launch import ConvGeometry, pixel_rows
+from .gemm_launch import GemmKernel, GemmLaunch, WorkSplit, available, kernel_dims, kernel_pointers, pack
+
+TILE = 2                              # m of F(m×m, 3×3) where none is asked for
+LARGE_MAP = 20                        # outputs this high and wide take tiles of 4 (see `choose_tile`)
+MIN_MAP = 6                           # ... this, tiles of 2; smaller, the direct convolution
+PARALLEL_MIN_TILES = 64               # fewer tiles transform on the calling thread
+
+
+@dataclass(frozen=True)
+class PackedWinograd:
+    """Weights [O, C, 3, 3] transformed, U[i, j] = G g Gᵀ, and packed per position for the GEMM:
+    data [α², panels, C, NR]."""
+    data: np.ndarray
+    tile: int
+    c: int
+    o: int
+    kernel: GemmKernel
+
+    @property
+    def alpha(self) -> int:
+        return self.tile + 2
+
+    def unpack(self) -> np.ndarray:
+        """The ONNX weights again, [O, C, 3, 3] (G's pseudo-inverse undoes the transform)."""
+        from ...targets.llvm.winograd import MATRICES
+        a = self.alpha
+        u = self.data.transpose(0, 2, 1, 3).reshape(a, a, self.c, -1)[..., :self.o].astype(np.float64)
+        inverse = np.linalg.pinv(np.array(MATRICES[self.tile][1], np.float64))
+        w = np.einsum("ki,ijco,lj->ockl", inverse, u, inverse)
+        return np.ascontiguousarray(w, dtype=np.float32)
+
+
+def eligible(weights_shape: tuple, groups: int, geometry: ConvGeometry, planar: bool = False) -> bool:
+    """A 3×3 window of stride and dilation 1, one group, NHWC, input and output channels whole vectors
+    (the transforms have no lane tails) and more than one vector of input channels (fewer: the transforms
+    would outweigh the products)."""
+    from ...targets.llvm import jit
+    o, c = weights_shape[:2]
+    lanes = jit.host().level.f32_lanes
+    return (geometry.kernel == (3, 3) and geometry.strides == (1, 1) and geometry.dilations == (1, 1)
+            and groups == 1 and not planar and c % lanes == 0 and o % lanes == 0 and c > lanes)
+
+
+def choose_tile(weights_shape: tuple, groups: int, geometry: ConvGeometry, planar: bool,
+                output_size: tuple) -> int:
+    """The tile size m of F(m×m, 3×3) for a convolution with an output of `output_size` (OH, OW), or 0 for
+    the direct convolution. Measured (Zen 3 AVX2, 2 threads, ResNet-50's and SqueezeNet's 3×3 layers,
+    against the direct kernel): tiles of 4 at 27×27 and more (1.5-2.7× faster: 4 of 36 multiply-adds per
+    output, and transforms of little cost); tiles of 2 on smaller maps (14×14: 2×, 7×7: 1.05-1.4×), where
+    the transformed weights, 36/9 of the weights to stream for tiles of 4, outweigh the saved work."""
+    if not eligible(weights_shape, groups, geometry, planar) or not all(isinstance(d, int) for d in output_size):
+        return 0
+    smaller = min(output_size)
+    return 4 if smaller >= LARGE_MAP else 2 if smaller >= MIN_MAP else 0
+
+
+def pack_winograd(w: np.ndarray, tile: int = TILE) -> PackedWinograd:
+    from ...targets.llvm.winograd import MATRICES
+    o, c, kh, kw = w.shape
+    if (kh, kw) != (3, 3):
+        raise ValueError(f"Winograd F({tile}x{tile}, 3x3) needs 3x3 weights, got {kh}x{kw}")
+    g = np.array(MATRICES[tile][1], np.float64)
+    u = np.einsum("ik,ockl,jl->ijco", g, w.astype(np.float64), g).astype(np.float32)   # [α, α, C, O]
+    alpha = tile + 2
+    packs = [pack(np.ascontiguousarray(u[p // alpha, p % alpha])) for p in range(alpha * alpha)]
+    data = aligned_empty(alpha * alpha * packs[0].data.nbytes).view(np.float32).reshape(alpha * alpha,
+                                                                                     *packs[0].data.shape)
+    for p, packed in enumerate(packs):
+        data[p] = packed.data
+    return PackedWinograd(data, tile, c, o, packs[0].kernel)
+
+
+@dataclass(frozen=True)
+class TransformKernel:
+    """A transform kernel for one ISA level (compiled on first use)."""
+    shape: object   # targets.llvm.winograd.WinogradTransform
+    cpu: str
+    features: str
+
+    @property
+    def job(self):
+        from ..caches.object_cache import NativeJob
+        return NativeJob("winograd:winograd_module", self.shape, self.cpu, self.features)
+
+
+def transform_kernel(kind: str, tile: int, activation: str = "") -> TransformKernel:
+    from ...targets.llvm import jit
+    from ...targets.llvm.winograd import WinogradTransform
+    host = jit.host()
+    level = host.level
+    shape = WinogradTransform(kind, tile, level.f32_lanes, level.fused_multiply_add, activation)
+    return TransformKernel(shape, host.cpu, host.features)
+
+
+@dataclass
+class TransformLaunch:
+    """One transform over the tile rows of the images, with its arguments prepared; `held` keeps what
+    they point into."""
+    kernel: TransformKernel
+    ptrs: ctypes.Array
+    dims: ctypes.Array
+    items: int
+    threads: int
+    repeats: bool
+    held: tuple
+
+    def __post_init__(self):
+        address, fn = self.kernel.job.kernel()
+        pool = get_native_pool()
+        self.native_call: NativeCall = native_call(pool, address, ctypes.addressof(self.ptrs),
+                                                   ctypes.addressof(self.dims), self.items,
+                                                   -(-self.items // self.threads), parallel=self.threads > 1)
+        self._run = runner(pool, self.native_call, fn, self.repeats)
+
+    def run(self) -> None:
+        self._run()
+
+
+@dataclass
+class WinogradLaunch:
+    """The three launches of one convolution (a program's step runs them as three native calls; each
+    holds the arrays its pointers point into)."""
+    native_launches: tuple
+
+    def run(self) -> None:
+        for launch in self.native_launches:
+            launch.run()
+
+
+def jobs(packed: PackedWinograd, activation: str = "") -> list:
+    """The kernels a convolution on these weights runs (for compiling ahead)."""
+    return [transform_kernel("input", packed.tile).job, packed.kernel.job,
+            transform_kernel("output", packed.tile, activation).job]
+
+
+def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geometry: ConvGeometry,
+                     bias: np.ndarray | None = None, clamp: tuple[float, float] | None = None,
+                     repeats: bool = False, activation: str = "",
+                     residual: np.ndarray | None = None) -> WinogradLaunch | None:
+    """The launches computing out = clamp(activation(conv(x) + bias + residual)), x [N, H, W, C] and out
+    [N, OH, OW, O] channels-last (out may be a channel slice of a wider tensor); None when the JIT is not
+    available, the layouts are not the kernels' or there is nothing to compute."""
+    if not available():
+        return None
+    images, h, w, c = x.shape
+    oh, ow = geometry.output_size(h, w)
+    if (c != packed.c or tuple(out.shape) != (images, oh, ow, packed.o) or not x.flags.c_contiguous
+            or not pixel_rows(out) or x.dtype != np.float32 or out.dtype != np.float32
+            or (residual is not None and (residual.shape != out.shape or residual.dtype != np.float32
+                                          or not residual.flags.c_contiguous))):
+        return None
+    if out.size == 0:
+        return None
+    m, alpha, o = packed.tile, packed.alpha, packed.o
+    tiles_h, tiles_w = -(-oh // m), -(-ow // m)
+    tiles = images * tiles_h * tiles_w
+    transformed = aligned_empty(alpha * alpha * tiles * c * 4).view(np.float32)
+    products = aligned_empty(alpha * alpha * tiles * o * 4).view(np.float32)
+    zeros = np.zeros(c, np.float32)
+    pool = get_native_pool()
+    threads = pool.threads if pool is not None and tiles >= PARALLEL_MIN_TILES else 1
+    items = images * tiles_h
+    from ...targets.llvm.winograd import INPUT_DIMS, INPUT_PTRS, OUTPUT_DIMS, OUTPUT_PTRS
+    values = dict(N=images, H=h, W=w, C=c, tiles_h=tiles_h, tiles_w=tiles_w, pad_t=geometry.pads[0],
+                  pad_l=geometry.pads[1])
+    before = TransformLaunch(transform_kernel("input", m),
+                             _pointers(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
+                             (ctypes.c_int64 * len(INPUT_DIMS))(*(values[n] for n in INPUT_DIMS)), items, threads,
+                             repeats, (transformed, zeros))
+    kernel = packed.kernel
+    split = WorkSplit.of(kernel, alpha * alpha, tiles, o, c)
+    dims = kernel_dims(M=tiles, K=c, N=o, lda=c, ldb=kernel.nr, b_panel_stride=c * kernel.nr, ldc=o,
+                       panels=split.panels, a_batch=tiles * c, b_batch=packed.data[0].size, c_batch=tiles * o,
+                       chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kernel.k_block(c))
+    product = GemmLaunch(kernel, kernel_pointers(transformed, packed.data, products), dims, split.items,
+                         split.threads, scratchpads(split.threads, 0), None, packed, repeats,
+                         held=(transformed, products))
+    bias_values = np.zeros(o, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
+    clamp_values = None if clamp is None else np.array(
+        [-np.inf if clamp[0] is None else clamp[0], np.inf if clamp[1] is None else clamp[1]], np.float32)
+    values = dict(N=images, OH=oh, OW=ow, O=o, tiles_h=tiles_h, tiles_w=tiles_w, c_image=out.strides[0] // 4,
+                  c_row=out.strides[1] // 4, ldc=out.strides[2] // 4, ldr=o)
+    after = TransformLaunch(transform_kernel("output", m, activation),
+                            _pointers(OUTPUT_PTRS, M=products, Y=out, bias=bias_values, residual=residual,
+                                      clamp=clamp_values),
+                            (ctypes.c_int64 * len(OUTPUT_DIMS))(*(values[n] for n in OUTPUT_DIMS)), items,
+                            threads, repeats, (products, bias_values, clamp_values))
+    return WinogradLaunch((before, product, after))
+
+
+def _pointers(names: tuple[str, ...], **arrays) -> ctypes.Array:
+    return (ctypes.c_void_p * len(names))(*[None if arrays.get(n) is None else arrays[n].ctypes.data
+                                            for n in names])
