@@ -5,12 +5,13 @@ matrices V[position] = [tiles, C] (α = m + 2); the GEMM microkernel multiplies 
 transformed weights U[position] = [C, O] (packed once, at compile time) into M[position] = [tiles, O]; the
 output transform turns M back into output pixels and applies the bias, residual, activation and clamp.
 F(2×2, 3×3) does 16/36 of the direct convolution's multiply-adds, and its transforms only add and halve:
-its results differ from the direct convolution's by rounding alone. The two buffers V and M are the
-launch's own (α² · tiles · (C + O) floats).
+its results differ from the direct convolution's by rounding alone. V and M (α² · tiles · (C + O) floats)
+are a workspace the convolutions of one request share (`_workspace`).
 """
 from __future__ import annotations
 
 import ctypes
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,9 +81,13 @@ def pack_winograd(w: np.ndarray, tile: int = TILE) -> PackedWinograd:
     if (kh, kw) != (3, 3):
         raise ValueError(f"Winograd F({tile}x{tile}, 3x3) needs 3x3 weights, got {kh}x{kw}")
     g = np.array(MATRICES[tile][1], np.float64)
-    u = np.einsum("ik,ockl,jl->ijco", g, w.astype(np.float64), g).astype(np.float32)   # [α, α, C, O]
     alpha = tile + 2
-    packs = [pack(np.ascontiguousarray(u[p // alpha, p % alpha])) for p in range(alpha * alpha)]
+
+    def position(p: int) -> np.ndarray:   # U[i, j] as [C, O] (one at a time: no float64 copy of them all)
+        i, j = divmod(p, alpha)
+        return np.einsum("k,ockl,l->co", g[i], w, g[j]).astype(np.float32)
+
+    packs = [pack(position(p)) for p in range(alpha * alpha)]
     data = aligned_empty(alpha * alpha * packs[0].data.nbytes).view(np.float32).reshape(alpha * alpha,
                                                                                      *packs[0].data.shape)
     for p, packed in enumerate(packs):
@@ -174,8 +179,8 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
     m, alpha, o = packed.tile, packed.alpha, packed.o
     tiles_h, tiles_w = -(-oh // m), -(-ow // m)
     tiles = images * tiles_h * tiles_w
-    transformed = aligned_empty(alpha * alpha * tiles * c * 4).view(np.float32)
-    products = aligned_empty(alpha * alpha * tiles * o * 4).view(np.float32)
+    space = _workspace(out if repeats else None, alpha * alpha * tiles * (c + o) * 4).view(np.float32)
+    transformed, products = space[:alpha * alpha * tiles * c], space[alpha * alpha * tiles * c:]
     zeros = np.zeros(c, np.float32)
     pool = get_native_pool()
     threads = pool.threads if pool is not None and tiles >= PARALLEL_MIN_TILES else 1
@@ -206,6 +211,26 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
                             (ctypes.c_int64 * len(OUTPUT_DIMS))(*(values[n] for n in OUTPUT_DIMS)), items,
                             threads, repeats, (products, bias_values, clamp_values))
     return WinogradLaunch((before, product, after))
+
+
+_workspaces: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _workspace(owner: np.ndarray | None, nbytes: int) -> np.ndarray:
+    """Bytes for the transformed tiles and their products. The convolutions writing into one buffer (an
+    arena: one request's steps, which run one after another) share one workspace, as large as the
+    largest asks (a launch made before it grew keeps the smaller one); others get their own."""
+    if owner is None:
+        return aligned_empty(nbytes)
+    root = owner
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    known = _workspaces.get(id(root))
+    if known is None or known[0]() is not root or known[1].nbytes < nbytes:
+        if known is None or known[0]() is not root:
+            weakref.finalize(root, _workspaces.pop, id(root), None)
+        known = _workspaces[id(root)] = (weakref.ref(root), aligned_empty(nbytes))
+    return known[1][:nbytes]
 
 
 def _pointers(names: tuple[str, ...], **arrays) -> ctypes.Array:
