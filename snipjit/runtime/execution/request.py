@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -35,6 +35,7 @@ class BoundPlan:
     calls: list[tuple]                           # (mode, kernel, in_slots, out_slots, step, out_shapes)
     numpy_steps: bool = True                     # some step may run NumPy (needs its BLAS/FP guards)
     joined: list[tuple] | None = None            # `calls` with runs of kernel steps as one native call each
+    views_of_escaping: list[int] = field(default_factory=list)   # slots viewing an output buffer of the run
 
 class Request:
     """One stream of a program: runs on the calling thread, plus `workers`' threads when it has its own
@@ -88,14 +89,17 @@ class Request:
             self._execute(bound)
             result = [slots[s] if bound.plan.owns(s) or s in p.input_slots
                       else np.array(slots[s]) for s in p.output_slots]   # constants: hand out copies
+            # every escaping buffer, not only the outputs': an output that is a view of one (a Reshape of
+            # a network's pooled features) recycles it too, so the step writing it keeps its prepared launch
+            escaped = {s: slots[s] for s in bound.plan.escaping}
         finally:
             for s in p.input_slots:
                 slots[s] = None
             for s in bound.plan.escaping:
                 slots[s] = None
-        for s, r in zip(p.output_slots, result):
-            if s in bound.plan.escaping:
-                self._last_outputs[s] = r
+            for s in bound.views_of_escaping:   # (made again each run)
+                slots[s] = None
+        self._last_outputs.update(escaped)
         if outputs:
             result = self._copy_into_caller(result, outputs)
         return result
@@ -186,8 +190,10 @@ class Request:
             else:
                 calls.append((out_mode, step.kernel, step.in_slots, step.out_slots, step, shapes))
         changing = set(p.input_slots) | set(plan.escaping)
+        views = [s for s in range(p.num_slots) if s not in plan.escaping and plan.owns(s)]
         return BoundPlan(plan, arena, slots, calls, numpy_steps=any(c[0] not in ("launch", "view") for c in calls),
-                         joined=join_native_steps(calls, slots, changing) if self.join_steps else calls)
+                         joined=join_native_steps(calls, slots, changing) if self.join_steps else calls,
+                         views_of_escaping=views)
 
     def _prebind(self, step, mode: str, slots: list, plan: ResolvedPlan, types):
         """A launcher with argument arrays prepared once, for kernels that offer one (`bind`)."""

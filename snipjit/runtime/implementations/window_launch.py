@@ -204,10 +204,10 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
             full_bias[:c] = np.asarray(bias, np.float32).reshape(c)
         lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
         params = np.array([lo, hi], np.float32)
-        held = (x, out, weights, full_bias, params)
-    else:
+        held = (weights, full_bias, params)   # (not x and out: a step's output buffer held here would never
+    else:                                     # be recycled, and a new one costs a new launch each run)
         full_bias = params = None
-        held = (x, out)
+        held = ()
     taps = ((np.arange(kh)[:, None] * dh * w + np.arange(kw)[None, :] * dw) * c).astype(np.int64).reshape(-1)
     held += (taps,)
     address = {"x": x, "w": weights, "bias": full_bias, "out": out, "params": params, "taps": taps}

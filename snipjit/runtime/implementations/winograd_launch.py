@@ -164,13 +164,18 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
                      residual: np.ndarray | None = None) -> WinogradLaunch | None:
     """The launches computing out = clamp(activation(conv(x) + bias + residual)), x [N, H, W, C] and out
     [N, OH, OW, O] channels-last (out may be a channel slice of a wider tensor); None when the JIT is not
-    available, the layouts are not the kernels' or there is nothing to compute."""
+    available, the layouts are not the kernels' or there is nothing to compute. Shapes that do not fit the
+    weights and the geometry raise ValueError."""
     if not available():
         return None
     images, h, w, c = x.shape
     oh, ow = geometry.output_size(h, w)
-    if (c != packed.c or tuple(out.shape) != (images, oh, ow, packed.o) or not x.flags.c_contiguous
-            or not pixel_rows(out) or x.dtype != np.float32 or out.dtype != np.float32
+    if c != packed.c or tuple(out.shape) != (images, oh, ow, packed.o):
+        raise ValueError(f"3x3 convolution of an image {tuple(x.shape)} (NHWC) by weights for {packed.c} input "
+                         f"channels gives {(images, oh, ow, packed.o)}, not {tuple(out.shape)}")
+    if bias is not None and bias.size != packed.o:
+        raise ValueError(f"convolution bias must be {packed.o} values, got {bias.size}")
+    if (not x.flags.c_contiguous or not pixel_rows(out) or x.dtype != np.float32 or out.dtype != np.float32
             or (residual is not None and (residual.shape != out.shape or residual.dtype != np.float32
                                           or not residual.flags.c_contiguous))):
         return None

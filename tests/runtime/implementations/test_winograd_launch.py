@@ -103,3 +103,18 @@ def test_the_tile_follows_the_map_and_only_plain_3x3_windows_take_one():
 def test_the_weights_transform_is_undone(tile):
     w = np.random.default_rng(tile).standard_normal((3 * lanes(), 2 * lanes(), 3, 3), dtype=np.float32)
     np.testing.assert_allclose(winograd_launch.pack_winograd(w, tile).unpack(), w, rtol=0, atol=1e-5)
+
+
+def test_shapes_that_do_not_fit_are_refused():
+    n = lanes()
+    packed = winograd_launch.pack_winograd(np.zeros((n, 2 * n, 3, 3), np.float32), 2)
+    geometry = conv_launch.ConvGeometry((3, 3), pads=(1, 1, 1, 1))
+    x = np.zeros((1, 6, 6, 2 * n), np.float32)
+    with pytest.raises(ValueError, match="input channels"):
+        winograd_launch.prepare_winograd(np.zeros((1, 6, 6, n), np.float32), packed, np.zeros((1, 6, 6, n), np.float32),
+                                         geometry)
+    with pytest.raises(ValueError, match="not"):
+        winograd_launch.prepare_winograd(x, packed, np.zeros((1, 4, 4, n), np.float32), geometry)
+    with pytest.raises(ValueError, match="bias"):
+        winograd_launch.prepare_winograd(x, packed, np.zeros((1, 6, 6, n), np.float32), geometry,
+                                         np.zeros(n + 1, np.float32))
