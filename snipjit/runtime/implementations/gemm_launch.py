@@ -33,8 +33,11 @@ MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a 
 PAGE_BYTES = 4096
 COPY_MIN_PAGES = 640                   # a row-major B panel spread over this many pages is copied first
 ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
-MIN_ITEM_MULTIPLY_ADDS = 1 << 22       # ... unless they would be smaller than this: each costs a new start of
-                                       # the A and C streams (3136×64×64 on 2 threads: 8 items 4% slower than 2)
+MIN_ITEM_MULTIPLY_ADDS = 1 << 20       # ... unless they would be smaller than this: each costs a new start of
+                                       # the A and C streams; fewer, larger items idle a thread that wakes late
+                                       # (Zen 3 AVX2, 2 threads, items 2-6 -> 8-12: a first layer's 3x3 1.34x,
+                                       # RegNet's grouped 3x3 and 1x1 1.08-1.09x faster; 3136x64x64 4 -> 8
+                                       # items 1.03x; at 1 << 18: no further gain)
 
 
 # the widest planar kernel row unrolled (kernels wider than first layers' 7 or 11 loop over their taps)
