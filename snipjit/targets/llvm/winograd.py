@@ -89,6 +89,13 @@ def _sandwich(b: ir.IRBuilder, left: tuple, tile: list[list[ir.Value]], zero: ir
             for i in range(len(rows))]
 
 
+def _transform(g: _Builder, left: tuple, addresses: list, c) -> list[list[ir.Value]]:
+    """left · T · leftᵀ of the α×α tile T of channel vectors at `addresses` (row-major) + c."""
+    alpha = g.shape.alpha
+    tile = [[g.load(g.at(addresses[i * alpha + j], c)) for j in range(alpha)] for i in range(alpha)]
+    return _sandwich(g.b, left, tile, g.zero)
+
+
 def _tile_rows(g: _Builder):
     """The loop over work items (an image's row of tiles): (image, tile row); the caller closes it."""
     b, d = g.b, g.d
@@ -98,12 +105,19 @@ def _tile_rows(g: _Builder):
     return items, image, b.srem(items.index, d["tiles_h"])
 
 
+def _by_position(g: _Builder, base, image, tile_row, column, width) -> list:
+    """Where a tile's values lie in a position-major buffer [α², tiles, width], position by position."""
+    b, d = g.b, g.d
+    tiles = b.mul(b.mul(d["N"], d["tiles_h"]), d["tiles_w"])
+    tile = b.add(b.mul(b.add(b.mul(image, d["tiles_h"]), tile_row), d["tiles_w"]), column)
+    return [g.at(base, b.mul(b.add(b.mul(_c(p), tiles), tile), width)) for p in range(g.shape.alpha ** 2)]
+
+
 def input_module(shape: WinogradTransform) -> ir.Module:
     g = _Builder(shape, INPUT_DIMS, INPUT_PTRS)
     b, d, alpha, lanes = g.b, g.d, shape.alpha, shape.lanes
     bt = MATRICES[shape.tile][0]
     x, v, zeros = (g.pointer(name) for name in INPUT_PTRS)
-    tiles = b.mul(b.mul(d["N"], d["tiles_h"]), d["tiles_w"])
     items, image, tile_row = _tile_rows(g)
     top = b.sub(b.mul(tile_row, _c(shape.tile)), d["pad_t"])
     columns = CountedLoop(b, "tile", _c(0), d["tiles_w"], 1)
@@ -117,13 +131,11 @@ def input_module(shape: WinogradTransform) -> ir.Module:
             column = b.add(left, _c(j))
             inside = b.and_(b.icmp_unsigned("<", y, d["H"]), b.icmp_unsigned("<", column, d["W"]))
             pixels.append(b.select(inside, g.at(x, b.mul(b.add(row, column), d["C"])), zeros))
-    tile = b.add(b.mul(b.add(b.mul(image, d["tiles_h"]), tile_row), d["tiles_w"]), columns.index)
-    outputs = [g.at(v, b.mul(b.add(b.mul(_c(p), tiles), tile), d["C"])) for p in range(alpha * alpha)]
+    outputs = _by_position(g, v, image, tile_row, columns.index, d["C"])
     channels = CountedLoop(b, "channel", _c(0), d["C"], lanes)
     channels.enter()
     c = channels.index
-    taps = [[g.load(g.at(pixels[i * alpha + j], c)) for j in range(alpha)] for i in range(alpha)]
-    transformed = _sandwich(b, bt, taps, g.zero)
+    transformed = _transform(g, bt, pixels, c)
     for p in range(alpha * alpha):
         g.store(transformed[p // alpha][p % alpha], g.at(outputs[p], c))
     channels.leave()
@@ -140,17 +152,14 @@ def output_module(shape: WinogradTransform) -> ir.Module:
     products, out, bias, residual = (g.pointer(name) for name in OUTPUT_PTRS[:4])
     has_residual = b.icmp_unsigned("!=", residual, g.null)
     clamps = b.icmp_unsigned("!=", g.pointer("clamp"), g.null)
-    tiles = b.mul(b.mul(d["N"], d["tiles_h"]), d["tiles_w"])
     items, image, tile_row = _tile_rows(g)
     columns = CountedLoop(b, "tile", _c(0), d["tiles_w"], 1)
     columns.enter()
-    tile = b.add(b.mul(b.add(b.mul(image, d["tiles_h"]), tile_row), d["tiles_w"]), columns.index)
-    inputs = [g.at(products, b.mul(b.add(b.mul(_c(p), tiles), tile), d["O"])) for p in range(alpha * alpha)]
+    inputs = _by_position(g, products, image, tile_row, columns.index, d["O"])
     channels = CountedLoop(b, "channel", _c(0), d["O"], lanes)
     channels.enter()
     c = channels.index
-    sums = [[g.load(g.at(inputs[i * alpha + j], c)) for j in range(alpha)] for i in range(alpha)]
-    values = _sandwich(b, at, sums, g.zero)
+    values = _transform(g, at, inputs, c)
     added = g.load(g.at(bias, c))
     for r in range(m):
         y = b.add(b.mul(tile_row, _c(m)), _c(r))
