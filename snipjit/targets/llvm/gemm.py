@@ -14,7 +14,8 @@ scratch)` computes items [begin, end).
   `cg` channels, channel_stride apart; a kernel row of taps: a planar image's, (KW-1)·dil_w + 1 floats,
   and with `row_taps`, KW·cg).
 - dims: see `DIMS`. Strides are in elements. b_panel_stride is NR for a row-major B, K·NR for B packed
-  panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N). `pack` != 0:
+  panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N; a convolution's
+  B always is, and its kernel reads ldb as the constant NR). `pack` != 0:
   each work item first copies its K × NR panel into the thread's scratchpad (zeros past N), so the FMA
   loop streams it; a row-major B's last, partial panel is always copied that way. `kc`: the depth of a
   K block — the rows of a block accumulate over kc steps of K, store, and the next block reloads them,
