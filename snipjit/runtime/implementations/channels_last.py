@@ -164,8 +164,8 @@ class ConvKernel(WeightedKernel):
 
     def _packed_weights(self, node: Node):
         """The weights in the kernel's form: the one offered (a saved model's), else packed here."""
-        kind = window_launch.PackedDepthwise if self.depthwise else conv_launch.PackedConv
-        kind = winograd_launch.PackedWinograd if self.tile else kind
+        kind = (winograd_launch.PackedWinograd if self.tile else window_launch.PackedDepthwise if self.depthwise
+                else conv_launch.PackedConv)
         w = node.inputs[1]
         offered = held_weights.offered(w, kind)
         if offered is not None and (not self.tile or offered.tile == self.tile):

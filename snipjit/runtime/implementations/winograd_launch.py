@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...memory.solver import aligned_empty
-from ..parallel.native_threads import NativeCall, get_native_pool, native_call, runner, scratchpads
-from .conv_launch import ConvGeometry, pixel_rows
+from ..parallel.native_threads import get_native_pool, scratchpads
+from .conv_launch import ConvGeometry, _clamp_array, pixel_rows
 from .gemm_launch import GemmKernel, GemmLaunch, WorkSplit, available, kernel_dims, kernel_pointers, pack
+from .window_launch import WindowLaunch
 
 TILE = 2                              # m of F(m×m, 3×3) where none is asked for
 LARGE_MAP = 20                        # outputs this high and wide take tiles of 4 (see `choose_tile`)
@@ -118,30 +119,6 @@ def transform_kernel(kind: str, tile: int, activation: str = "") -> TransformKer
 
 
 @dataclass
-class TransformLaunch:
-    """One transform over the tile rows of the images, with its arguments prepared; `held` keeps what
-    they point into."""
-    kernel: TransformKernel
-    ptrs: ctypes.Array
-    dims: ctypes.Array
-    items: int
-    threads: int
-    repeats: bool
-    held: tuple
-
-    def __post_init__(self):
-        address, fn = self.kernel.job.kernel()
-        pool = get_native_pool()
-        self.native_call: NativeCall = native_call(pool, address, ctypes.addressof(self.ptrs),
-                                                   ctypes.addressof(self.dims), self.items,
-                                                   -(-self.items // self.threads), parallel=self.threads > 1)
-        self._run = runner(pool, self.native_call, fn, self.repeats)
-
-    def run(self) -> None:
-        self._run()
-
-
-@dataclass
 class WinogradLaunch:
     """The three launches of one convolution (a program's step runs them as three native calls; each
     holds the arrays its pointers point into)."""
@@ -193,10 +170,9 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
     from ...targets.llvm.winograd import INPUT_DIMS, INPUT_PTRS, OUTPUT_DIMS, OUTPUT_PTRS
     values = dict(N=images, H=h, W=w, C=c, tiles_h=tiles_h, tiles_w=tiles_w, pad_t=geometry.pads[0],
                   pad_l=geometry.pads[1])
-    before = TransformLaunch(transform_kernel("input", m),
-                             _pointers(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
-                             (ctypes.c_int64 * len(INPUT_DIMS))(*(values[n] for n in INPUT_DIMS)), items, threads,
-                             repeats, (transformed, zeros))
+    # (the transforms run like a window kernel: each thread's share of the tile rows in one piece)
+    before = WindowLaunch(transform_kernel("input", m), _pointers(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
+                          _dims(INPUT_DIMS, values), items, threads, (transformed, zeros), repeats)
     kernel = packed.kernel
     split = WorkSplit.of(kernel, alpha * alpha, tiles, o, c)
     dims = kernel_dims(M=tiles, K=c, N=o, lda=c, ldb=kernel.nr, b_panel_stride=c * kernel.nr, ldc=o,
@@ -206,15 +182,13 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
                          split.threads, scratchpads(split.threads, 0), None, packed, repeats,
                          held=(transformed, products))
     bias_values = np.zeros(o, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
-    clamp_values = None if clamp is None else np.array(
-        [-np.inf if clamp[0] is None else clamp[0], np.inf if clamp[1] is None else clamp[1]], np.float32)
+    clamp_values = _clamp_array(clamp)
     values = dict(N=images, OH=oh, OW=ow, O=o, tiles_h=tiles_h, tiles_w=tiles_w, c_image=out.strides[0] // 4,
                   c_row=out.strides[1] // 4, ldc=out.strides[2] // 4, ldr=o)
-    after = TransformLaunch(transform_kernel("output", m, activation),
-                            _pointers(OUTPUT_PTRS, M=products, Y=out, bias=bias_values, residual=residual,
-                                      clamp=clamp_values),
-                            (ctypes.c_int64 * len(OUTPUT_DIMS))(*(values[n] for n in OUTPUT_DIMS)), items,
-                            threads, repeats, (products, bias_values, clamp_values))
+    after = WindowLaunch(transform_kernel("output", m, activation),
+                         _pointers(OUTPUT_PTRS, M=products, Y=out, bias=bias_values, residual=residual,
+                                   clamp=clamp_values),
+                         _dims(OUTPUT_DIMS, values), items, threads, (products, bias_values, clamp_values), repeats)
     return WinogradLaunch((before, product, after))
 
 
@@ -241,3 +215,7 @@ def _workspace(owner: np.ndarray | None, nbytes: int) -> np.ndarray:
 def _pointers(names: tuple[str, ...], **arrays) -> ctypes.Array:
     return (ctypes.c_void_p * len(names))(*[None if arrays.get(n) is None else arrays[n].ctypes.data
                                             for n in names])
+
+
+def _dims(names: tuple[str, ...], values: dict) -> ctypes.Array:
+    return (ctypes.c_int64 * len(names))(*(values[n] for n in names))
