@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...memory.solver import aligned_empty
-from ...targets.llvm.window import DIMS, PTRS, WindowKernel, window_blocks
+from ...targets.llvm.window import DIMS, PTRS, ZEROS, WindowKernel, window_blocks
 from ..parallel.native_threads import get_native_pool, native_call, runner
 from ..caches.object_cache import NativeJob
 from .conv_launch import pixel_rows
@@ -72,9 +72,10 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, row
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
-    pixels, vectors = window_blocks(level.vector_registers)
+    kw, rows = (kw, rows) if kw else (0, 1)
+    pixels, vectors = window_blocks(level.vector_registers, kw, rows)
     shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation, kw,
-                         sw if kw else 1, rows if kw else 1)
+                         sw if kw else 1, rows, level.vector_registers)
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -203,7 +204,8 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         if bias is not None:
             full_bias[:c] = np.asarray(bias, np.float32).reshape(c)
         lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
-        params = np.array([lo, hi], np.float32)
+        params = np.zeros(ZEROS + lanes, np.float32)   # the clamp, and zeros the edge columns read
+        params[:2] = lo, hi
         held = (weights, full_bias, params)   # (not x and out: a step's output buffer held here would never
     else:                                     # be recycled, and a new one costs a new launch each run)
         full_bias = params = None

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c
+from .counted_loop import I64, CountedLoop, i64 as _c, memory_barrier
 from .gemm import F32, I32, _Builder, _k_loop
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
@@ -208,7 +208,7 @@ def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) 
         for out, row in zip(rows_out, acc):
             for v, value in enumerate(row):
                 g.store(value, g.at(out, _c(v * lanes)))
-        b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True), [])
+        memory_barrier(b)
     for j, row in enumerate(acc):
         out = rows_out[j]
         largest = g.load(g.at(maxima, _c(j * lanes)))

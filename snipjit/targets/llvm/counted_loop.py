@@ -1,5 +1,5 @@
-"""A counted loop for hand-built LLVM kernels (GEMM, strided copy): `for i in [start, stop) step`; and
-`when`, a block emitted under a condition."""
+"""A counted loop for hand-built LLVM kernels (GEMM, strided copy): `for i in [start, stop) step`; `when`, a
+block emitted under a condition; and two scheduling barriers, `memory_barrier` and `pin`."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -20,6 +20,22 @@ def when(b: ir.IRBuilder, condition, emit, name: str = "when") -> None:
     emit()
     b.branch(done)
     b.position_at_end(done)
+
+
+def memory_barrier(b: ir.IRBuilder) -> None:
+    """An empty inline assembly statement that clobbers memory: no load or store moves across it."""
+    b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True), [])
+
+
+def pin(b: ir.IRBuilder, values: list) -> list:
+    """`values` (vectors of one type) as they are, through a memory barrier that takes and returns them in
+    vector registers: LLVM computes them before it (past a plain barrier, arithmetic may still sink below
+    later loads, whose results then wait for it in spilled registers)."""
+    typ = values[0].type if len(values) == 1 else ir.LiteralStructType([v.type for v in values])
+    constraints = ",".join(["=v"] * len(values) + [str(i) for i in range(len(values))] + ["~{memory}"])
+    asm = ir.InlineAsm(ir.FunctionType(typ, [v.type for v in values]), "", constraints, side_effect=True)
+    result = b.call(asm, values)
+    return [result] if len(values) == 1 else [b.extract_value(result, i) for i in range(len(values))]
 
 
 class CountedLoop:

@@ -15,8 +15,8 @@ share).
 
 - ptrs: x [N, H, W, C]; w [KH·KW, cp] (depthwise weights tap-major, zero-padded to cp, a multiple of the
   vector width); bias [cp] (zero-padded); out [N, OH, OW, C], its pixels OC elements apart (C, or more: a
-  slice of the channels of a Concat's output); params f32 [lo, hi]; taps i64 [KH·KW] (each tap's offset in
-  x from the window's origin: kh·dh·W·C + kw·dw·C).
+  slice of the channels of a Concat's output); params f32 [lo, hi, .., a vector of zeros at ZEROS]; taps i64
+  [KH·KW] (each tap's offset in x from the window's origin: kh·dh·W·C + kw·dw·C).
 - dims: see `DIMS`; `ow_lo`/`ow_hi` bound the output columns whose windows lie inside the input's width.
 
 Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through the tap loops,
@@ -28,16 +28,20 @@ on Zen 4 (AVX-512). Such a row runs in ceil(OW / pixels) blocks of equal width (
 overlapping 8; the last block overlaps its neighbour when the row is no multiple of the width), each over the
 chunk's whole vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel block, on the 28×28 to
 7×7 layers at one thread), the blocks inside the input's width in one call (a call per block took a tenth of the
-112×112 layers of 16 and 32 channels, 2 threads); edge blocks read columns outside the input as zeros (a select),
-and only the channel tail keeps the tap loop. Each register block is a function of its own, never inlined, whose tap
-loop reads the tap's offset from `taps`: with the offsets computed, or the blocks inlined into the row loops, LLVM
-strength-reduces every pixel's address into an induction variable and spills them (measured 2-3× slower). So are a
-row's blocks of one width (in the kernel's body, the rows of every width were most of its compile time). Without
-reuse, blocks of `pixels` and of half as many run over the interior columns (all taps inside the row, no checks);
-the columns left over and the edge columns run one pixel at a time with their kw range clipped to the input, never
-branching per tap; a row's kh range is clipped the same way. Channels go `vectors` at a time, then one vector at a
-time, then the tail of C under a lane mask — the only masked loads and stores, since the weights and bias are padded
-(AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
+112×112 layers of 16 and 32 channels, 2 threads); edge blocks read columns outside the input from a vector of
+zeros (a select of the address), and only the channel tail keeps the tap loop. Where a row's input columns do not
+all fit the registers beside the accumulators (AVX2), each column's FMAs are pinned before the next column's load,
+and a kernel row's weights stay in registers if they fit beside the accumulators (`window_blocks` sizes the block
+so they do): on Zen 3 (AVX2, one thread) 1.2-1.7× faster at 5×5 and 7×7 than 4-pixel blocks with the weights as
+FMA memory operands, which issued more loads than the FMAs could hide. Each register block is a function of its
+own, never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets computed, or the blocks
+inlined into the row loops, LLVM strength-reduces every pixel's address into an induction variable and spills them
+(measured 2-3× slower). So are a row's blocks of one width (in the kernel's body, the rows of every width were
+most of its compile time). Without reuse, blocks of `pixels` and of half as many run over the interior columns (all
+taps inside the row, no checks); the columns left over and the edge columns run one pixel at a time with their kw
+range clipped to the input, never branching per tap; a row's kh range is clipped the same way. Channels go `vectors`
+at a time, then one vector at a time, then the tail of C under a lane mask — the only masked loads and stores, since
+the weights and bias are padded (AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
 
 With `rows` 2 (3×3 at row stride 1), a work item is two output rows and, where both have every kernel row inside the
 input, its blocks compute them together: each of their KH + 1 input rows is loaded once for both (against KH per
@@ -52,7 +56,7 @@ from dataclasses import dataclass, replace
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c, when
+from .counted_loop import I64, CountedLoop, i64 as _c, pin, when
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -61,6 +65,7 @@ COMBINES = ("madd", "max", "mean")
 DIMS = ("H", "W", "C", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl", "ow_lo", "ow_hi",
         "chunks", "chunk_c", "cp", "include_pad", "OC")
 PTRS = ("x", "w", "bias", "out", "params", "taps")
+ZEROS = 16   # madd: params [lo, hi, ...] has a vector of zeros (up to 16 lanes) from this float on
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class WindowKernel:
     kw: int = 0     # madd at column dilation 1: the kernel width, its blocks reuse inputs (0: none)
     sw: int = 1     # with kw: the column stride
     rows: int = 1   # with kw: output rows of a work item, 2: computed together where row stride and dilation are 1
+    registers: int = 16   # vector registers of the ISA level
 
     def __post_init__(self):
         if self.combine not in COMBINES:
@@ -89,17 +95,19 @@ class WindowKernel:
         return (f"snipjit_window_{self.combine}_{self.pixels}x{self.vectors}x{self.lanes}"
                 f"{'' if self.fused else '_mul_add'}{'_' + self.activation if self.activation else ''}"
                 f"{f'_kw{self.kw}' if self.kw else ''}{f'_s{self.sw}' if self.sw != 1 else ''}"
-                f"{f'_r{self.rows}' if self.rows != 1 else ''}")
+                f"{f'_r{self.rows}' if self.rows != 1 else ''}_v{self.registers}")
 
 
-def window_blocks(registers: int) -> tuple[int, int]:
-    """(pixels, vectors) of the register block for a register file: pixels × vectors accumulators plus
-    a register per weight vector, leaving room for the input operands and the tail's mask. A block
-    reusing inputs (`kw` 3 or 5) runs its vectors one at a time: pixels accumulators, the pixels + kw - 1
-    input columns of a kernel row (LLVM's scheduler may load all of them before the first FMA) and kw
-    weight vectors: at most 25 of AVX-512's 32 registers, 17 of 16 for AVX2 at kw 5, which in practice
-    holds its inputs without spilling (the assembly tests check)."""
-    return (8, 2) if registers >= 32 else (4, 2)
+def window_blocks(registers: int, kw: int = 0, rows: int = 1) -> tuple[int, int]:
+    """(pixels, vectors) of the widest register block for a register file. On the tap loop: pixels × vectors
+    accumulators plus a register per weight vector, leaving room for the input operands and the tail's mask.
+    Reusing inputs (`kw`, `rows` output rows): one vector at a time, up to 8 pixels per row whose
+    accumulators, a kernel row's kw weight vectors per output row and an input column fit the registers
+    (AVX2 at kw 7: 8 + 7 + 1 of 16) — at most 4 pixels would leave the FMAs bound by their latency (each
+    accumulator takes one FMA per input column)."""
+    if not kw:
+        return (8, 2) if registers >= 32 else (4, 2)
+    return max(1, min(8, (registers - rows * kw - 1) // rows)), 1
 
 
 class _Builder:
@@ -238,33 +246,34 @@ def _input_row(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, x_row, 
     starts at tap firsts[t]: each of the (pixels - 1)·sw + kw input columns is loaded once and feeds the
     (row, pixel, tap) triples it belongs to, against kw weight vectors per output row loaded once.
     `clipped`: the block's first input column is `blk.kw_lo` (maybe negative), columns outside [0, W) read
-    as zeros (a load from column 0 and a select: no branch)."""
+    the zeros at `params` + ZEROS (a select of the address: no branch, no vector register)."""
     b, d, kw, sw = g.b, g.d, g.shape.kw, g.shape.sw
-    columns, registers = (pixels - 1) * sw + kw, 2 * g.shape.pixels * g.shape.vectors
-    # the block was sized for pixels·vectors accumulators in half the registers; when the accumulators,
-    # weights and every input column of a row exceed them, a scheduling barrier after each column stops
-    # LLVM from loading them all up front, and the weights are loaded where used (FMA memory operands) —
-    # but for two rows (which use each weight twice) when they fit beside an input column (and, clipped,
-    # the zeros and the select's result)
+    columns, registers = (pixels - 1) * sw + kw, g.shape.registers
+    # when the accumulators, weights and every input column of a row exceed the registers, each column's FMAs
+    # are pinned before the next column's load (`pin`), else LLVM loads the columns up front and spills; the
+    # weights stay in registers if they fit beside the accumulators and an input column, else they are
+    # loaded where used (FMA memory operands)
     live = len(firsts) * (pixels + kw)
     barrier = live + columns > registers
-    keep = not barrier or (len(firsts) > 1 and live + (3 if clipped else 1) <= registers)
+    keep = live + 1 <= registers
     weight = [[g.at(blk.w, b.add(b.mul(b.add(first, _c(t)), d["cp"]), cv)) for t in range(kw)] for first in firsts]
     weights = [[g.load(address) for address in row] for row in weight] if keep else weight
+    zeros = g.at(g.p["params"], _c(ZEROS))
     for j in range(columns):
+        address = g.at(x_row, b.mul(d["C"], _c(j)))
         if clipped:
-            inside = b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"])
-            column = b.select(inside, _c(j), b.sub(_c(0), blk.kw_lo))
-            x = b.select(inside, g.load(g.at(x_row, b.mul(d["C"], column))), g.constant(0.0))
-        else:
-            x = g.load(g.at(x_row, b.mul(d["C"], _c(j))))
+            address = b.select(b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"]), address, zeros)
+        x = g.load(address)
+        touched = []
         for t, row in enumerate(acc):
             for p in range(pixels):
                 if 0 <= j - p * sw < kw:
                     w = weights[t][j - p * sw]
                     row[p] = g.combine(row[p], x, w if keep else g.load(w))
-        if barrier:
-            b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True), [])
+                    touched.append((row, p))
+        if barrier and touched:
+            for (row, p), value in zip(touched, pin(b, [row[p] for row, p in touched])):
+                row[p] = value
 
 
 def _accumulate_rows(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, rows: int) -> list:
@@ -390,30 +399,20 @@ def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, cli
     """Blocks of `pixels` output columns from `start` while they fit before `stop`, each over the chunk's
     channels (`vectors` at a time, then one, then the masked tail); the first column not done. `clip`:
     each column's kw taps are clipped to the input's width (edges)."""
-    b, d, lanes, vectors = g.b, g.d, g.shape.lanes, g.shape.vectors
+    b, d = g.b, g.d
     loop = CountedLoop(b, f"ow{pixels}", start, b.sub(stop, _c(pixels - 1)), pixels)
     loop.enter()
     iw0 = b.sub(b.mul(loop.index, d["sw"]), d["pl"])
-    if clip:
-        kw_lo, kw_hi = g.clipped_range(iw0, d["W"], d["dw"], d["KW"])
-    else:
-        kw_lo, kw_hi = _c(0), d["KW"]
+    kw_lo, kw_hi = g.clipped_range(iw0, d["W"], d["dw"], d["KW"]) if clip else (_c(0), d["KW"])
     x_pixel = g.at(row.x_row, b.mul(iw0, d["C"]))
     out_pixel = g.at(row.out_row, b.mul(loop.index, d["OC"]))
 
-    def call(c, count: int, masked: bool = False) -> None:
-        b.call(blocks[pixels, count, masked, "taps"],
+    def call(c, count: int) -> None:
+        b.call(blocks[pixels, max(count, 1), count == 0, "taps"],
                [*row.args, g.at(x_pixel, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out_pixel, c),
                 row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), _c(1)])
 
-    c = row.c_begin
-    for count in sorted({vectors, 1}, reverse=True):   # whole blocks of vectors, then single vectors
-        channels = CountedLoop(b, f"c{count}", c, b.sub(row.c_end, _c(count * lanes - 1)), count * lanes)
-        channels.enter()
-        call(channels.index, count)
-        channels.leave()
-        c = channels.index
-    g.when(b.icmp_signed("<", c, row.c_end), lambda: call(c, 1, masked=True))
+    _channels(g, row, call)
     loop.leave()
     return loop.index
 

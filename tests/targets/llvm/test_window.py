@@ -13,8 +13,9 @@ from snipjit.targets.llvm.window import COMBINES, WindowKernel, window_blocks, w
 
 
 def kernel(combine: str, level: isa.IsaLevel, kw: int = 0, sw: int = 1, rows: int = 1) -> WindowKernel:
-    pixels, vectors = window_blocks(level.vector_registers)
-    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw, sw=sw, rows=rows)
+    pixels, vectors = window_blocks(level.vector_registers, kw, rows)
+    return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw, sw=sw, rows=rows,
+                        registers=level.vector_registers)
 
 
 def functions(asm: str) -> dict[str, str]:
@@ -68,12 +69,10 @@ def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, 
             if kw:
                 loads = sum(re.search(rf"vmovups\s+\S*\(.*%{register}|vfmadd\w+\s+\S*\(", line) is not None
                             for line in loop)
-                # past the register budget, weights are FMA memory operands (two rows keep them when they fit
-                # beside an input column, clipped beside the zeros and the select's result too)
-                rows, registers = shape.rows, 2 * shape.pixels * shape.vectors
+                # weights are FMA memory operands unless they fit beside the accumulators and an input column
+                rows, registers = shape.rows, shape.registers
                 columns, live = (pixels - 1) * sw + kw, shape.rows * (pixels + kw)
-                operands = live + columns > registers and not (
-                    rows == 2 and live + (3 if "clipped" in mode else 1) <= registers)
+                operands = live + 1 > registers
                 weights = rows * (pixels * kw if operands else kw)
                 assert loads <= fmas // (rows * per_pass) * (columns + weights), "\n".join(loop)
 
