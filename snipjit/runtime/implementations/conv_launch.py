@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...memory.solver import aligned_empty
-from .gemm_launch import GemmKernel, GemmLaunch, WorkSplit, available, kernel_dims, kernel_pointers, pack
-from ..parallel.native_threads import scratchpads
+from .gemm_launch import GemmKernel, GemmLaunch, available, kernel_pointers, pack, packed_product
 
 
 ROW_TAPS_MAX_CHANNELS = 32   # the most input channels a kernel row's taps are run along together for
@@ -91,15 +90,11 @@ def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False
 def _pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.ndarray, bias: np.ndarray | None,
                clamp: np.ndarray | None, residual: np.ndarray | None, repeats: bool) -> GemmLaunch:
     """A 1×1 convolution as the product of the pixels' rows by the weights (`conv_kernel`)."""
-    m, n, k, groups = x.shape[0] * x.shape[1] * x.shape[2], packed.n, packed.k, packed.groups
-    split = WorkSplit.of(kernel, groups, m, n, k)
-    dims = kernel_dims(M=m, K=k, N=n, lda=x.shape[3], ldb=kernel.nr, b_panel_stride=k * kernel.nr,
-                       ldc=out.strides[2] // 4, panels=split.panels, a_batch=packed.cg, b_batch=packed.data[0].size,
-                       c_batch=n, bias_batch=n, chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1,
-                       kc=kernel.k_block(k), ldr=0 if residual is None else residual.strides[2] // 4)
     ptrs = kernel_pointers(x, packed.data, out, bias, clamp, None, residual)
-    return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
-                      packed, repeats, held=(clamp,))
+    return packed_product(kernel, packed.groups, x.shape[0] * x.shape[1] * x.shape[2], packed.k, packed.n, ptrs,
+                          packed, lda=x.shape[3], a_batch=packed.cg, ldc=out.strides[2] // 4, c_batch=packed.n,
+                          bias=bias, bias_batch=packed.n, ldr=0 if residual is None else residual.strides[2] // 4,
+                          repeats=repeats, held=(clamp,))
 
 
 def pixel_rows(out: np.ndarray) -> bool:
@@ -163,7 +158,6 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     clamp_values = _clamp_array(clamp)
     if not kernel.shape.conv:   # (a 1×1 convolution as a product)
         return _pointwise(x, packed, kernel, out, bias, clamp_values, residual, repeats)
-    split = WorkSplit.of(kernel, groups, m, n, k)
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
     # a kernel row's taps are one run of the image's channels (one group, no dilation along the row): one K
     # loop per kernel row, where a tap's own would be short (one thread, Zen 3: 3x3 windows of 3, 16 and 32
@@ -171,20 +165,16 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     row_taps = not planar and groups == 1 and dw == 1 and cg <= ROW_TAPS_MAX_CHANNELS
     # K blocks cover whole taps; whole kernel rows where the kernel runs along them (a planar image, row_taps)
     run = kw * cg if planar or row_taps else cg
-    kc = max(run, kernel.k_block(k) // run * run)
     channel_stride = h * w if planar else 1
     # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart, or a
     # kernel row (np.zeros maps untouched pages to the zero page: the long stride costs no memory)
     zeros = np.zeros(max((cg - 1) * channel_stride + 1, (kw - 1) * dw + 1 if planar else run), np.float32)
-    dims = kernel_dims(M=m, K=k, N=n, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=out.strides[2] // 4,
-                       c_image=out.strides[0] // 4, c_row=out.strides[1] // 4,
-                       panels=split.panels, a_batch=cg * channel_stride, b_batch=packed.data[0].size, c_batch=n,
-                       bias_batch=n,
-                       chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kc, cg=cg, H=h, W=w,
-                       OH=oh, OW=ow, KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0],
-                       pad_l=geometry.pads[1], dil_h=dh, dil_w=dw, image_stride=h * w * c,
-                       pixel_stride=1 if planar else c, channel_stride=channel_stride,
-                       ldr=0 if residual is None else residual.strides[2] // 4, row_taps=int(row_taps))
     ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros, residual)
-    return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias,
-                      packed, repeats, held=(clamp_values, zeros))
+    return packed_product(kernel, groups, m, k, n, ptrs, packed, lda=0, a_batch=cg * channel_stride,
+                          ldc=out.strides[2] // 4, c_batch=n, bias=bias, bias_batch=n,
+                          ldr=0 if residual is None else residual.strides[2] // 4, repeats=repeats,
+                          held=(clamp_values, zeros), kc=max(run, kernel.k_block(k) // run * run),
+                          c_image=out.strides[0] // 4, c_row=out.strides[1] // 4, cg=cg, H=h, W=w, OH=oh, OW=ow,
+                          KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0], pad_l=geometry.pads[1],
+                          dil_h=dh, dil_w=dw, image_stride=h * w * c, pixel_stride=1 if planar else c,
+                          channel_stride=channel_stride, row_taps=int(row_taps))

@@ -229,6 +229,23 @@ class GemmLaunch:
         self._run()
 
 
+def packed_product(kernel: GemmKernel, count: int, m: int, k: int, n: int, ptrs: ctypes.Array, packed,
+                   lda: int, a_batch: int, ldc: int, c_batch: int, bias: np.ndarray | None = None,
+                   bias_batch: int = 0, ldr: int = 0, repeats: bool = False, held: tuple = (),
+                   kc: int | None = None, **window: int) -> GemmLaunch:
+    """The launch of `count` products (a batch entry: A `a_batch` elements on, C `c_batch`, the bias
+    `bias_batch`) of m×k rows of A (lda apart) by k×n weights packed for `kernel`, one batch entry's panels
+    after another in `packed.data`: a convolution's groups (with its `window` dims: the image's geometry),
+    Winograd's α² tile positions. `kc`: the K blocks' depth (default: the kernel's)."""
+    split = WorkSplit.of(kernel, count, m, n, k)
+    dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=ldc,
+                       panels=split.panels, a_batch=a_batch, b_batch=packed.data[0].size, c_batch=c_batch,
+                       bias_batch=bias_batch, chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1,
+                       kc=kernel.k_block(k) if kc is None else kc, ldr=ldr, **window)
+    return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias, packed,
+                      repeats, held)
+
+
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None,
            activation: str = "") -> bool:
     """out = activation(a @ b (+ bias along the last axis)), NumPy semantics; False when the layout is not

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...memory.solver import aligned_empty
-from ..parallel.native_threads import get_native_pool, scratchpads
+from ..parallel.native_threads import get_native_pool
 from .conv_launch import ConvGeometry, _clamp_array, pixel_rows
-from .gemm_launch import GemmKernel, GemmLaunch, WorkSplit, available, kernel_dims, kernel_pointers, pack
+from .gemm_launch import GemmKernel, available, kernel_pointers, pack, packed_product
 from .window_launch import WindowLaunch
 
 TILE = 2                              # m of F(m×m, 3×3) where none is asked for
@@ -173,14 +173,9 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
     # (the transforms run like a window kernel: each thread's share of the tile rows in one piece)
     before = WindowLaunch(transform_kernel("input", m), _pointers(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
                           _dims(INPUT_DIMS, values), items, threads, (transformed, zeros), repeats)
-    kernel = packed.kernel
-    split = WorkSplit.of(kernel, alpha * alpha, tiles, o, c)
-    dims = kernel_dims(M=tiles, K=c, N=o, lda=c, ldb=kernel.nr, b_panel_stride=c * kernel.nr, ldc=o,
-                       panels=split.panels, a_batch=tiles * c, b_batch=packed.data[0].size, c_batch=tiles * o,
-                       chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1, kc=kernel.k_block(c))
-    product = GemmLaunch(kernel, kernel_pointers(transformed, packed.data, products), dims, split.items,
-                         split.threads, scratchpads(split.threads, 0), None, packed, repeats,
-                         held=(transformed, products))
+    ptrs = kernel_pointers(transformed, packed.data, products)
+    product = packed_product(packed.kernel, alpha * alpha, tiles, c, o, ptrs, packed, lda=c, a_batch=tiles * c,
+                             ldc=o, c_batch=tiles * o, repeats=repeats, held=(transformed, products))
     bias_values = np.zeros(o, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
     clamp_values = _clamp_array(clamp)
     values = dict(N=images, OH=oh, OW=ow, O=o, tiles_h=tiles_h, tiles_w=tiles_w, c_image=out.strides[0] // 4,
