@@ -55,14 +55,16 @@ class Window:
 
 @dataclass(frozen=True)
 class CompiledWindow:
-    """One window kernel for one ISA level (compiled on first use)."""
-    shape: WindowKernel
+    """One kernel a `WindowLaunch` runs, for one ISA level (compiled on first use): a window kernel, or
+    another of the same ABI (`generator`: Winograd's transforms)."""
+    shape: object   # WindowKernel, or the generator's shape
     cpu: str
     features: str
+    generator: str = "window:window_module"
 
     @property
     def job(self) -> NativeJob:
-        return NativeJob("window:window_module", self.shape, self.cpu, self.features)
+        return NativeJob(self.generator, self.shape, self.cpu, self.features)
 
 
 def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1) -> CompiledWindow:
@@ -158,6 +160,16 @@ def _check_nhwc(name: str, a: np.ndarray, channel_slice: bool = False) -> None:
         raise ValueError(f"{name} must be {layout}, got {getattr(a, 'dtype', type(a).__name__)} {shape}{laid_out}")
 
 
+def arguments(names: tuple[str, ...], **arrays: np.ndarray | None) -> ctypes.Array:
+    """A kernel's pointer arguments `names`, in order, from the arrays of those names (missing ones null)."""
+    return (ctypes.c_void_p * len(names))(*[None if arrays.get(n) is None else arrays[n].ctypes.data for n in names])
+
+
+def dimensions(names: tuple[str, ...], values: dict[str, int]) -> ctypes.Array:
+    """A kernel's int64 dims `names`, in order."""
+    return (ctypes.c_int64 * len(names))(*(values[n] for n in names))
+
+
 def window_kernel(combine: str, window: Window, activation: str = "") -> CompiledWindow:
     """The kernel a window op runs on: for a depthwise convolution whose kernel width, column stride and
     dilation have one, the variant reusing inputs across pixels (two output rows at once for the paired
@@ -212,12 +224,11 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         held = ()
     taps = ((np.arange(kh)[:, None] * dh * w + np.arange(kw)[None, :] * dw) * c).astype(np.int64).reshape(-1)
     held += (taps,)
-    address = {"x": x, "w": weights, "bias": full_bias, "out": out, "params": params, "taps": taps}
-    ptrs = (ctypes.c_void_p * len(PTRS))(*(None if address[p] is None else address[p].ctypes.data for p in PTRS))
+    ptrs = arguments(PTRS, x=x, w=weights, bias=full_bias, out=out, params=params, taps=taps)
     values = dict(H=h, W=w, C=c, OH=oh, OW=ow, KH=kh, KW=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=top, pl=left,
                   ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, cp=cp, include_pad=int(include_pad),
                   OC=out.strides[2] // out.itemsize)
-    dims = (ctypes.c_int64 * len(DIMS))(*(values[name] for name in DIMS))
+    dims = dimensions(DIMS, values)
     return WindowLaunch(kernel, ptrs, dims, n * chunks * -(-oh // rows), threads, held, repeats)
 
 

@@ -10,7 +10,6 @@ are a workspace the convolutions of one request share (`_workspace`).
 """
 from __future__ import annotations
 
-import ctypes
 import weakref
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from ...memory.solver import aligned_empty
 from ..parallel.native_threads import get_native_pool
 from .conv_launch import ConvGeometry, _clamp_array, pixel_rows
 from .gemm_launch import GemmKernel, available, kernel_pointers, pack, packed_product
-from .window_launch import WindowLaunch
+from .window_launch import CompiledWindow, WindowLaunch, arguments, dimensions
 
 TILE = 2                              # m of F(m×m, 3×3) where none is asked for
 LARGE_MAP = 20                        # outputs this high and wide take tiles of 4 (see `choose_tile`)
@@ -96,26 +95,13 @@ def pack_winograd(w: np.ndarray, tile: int = TILE) -> PackedWinograd:
     return PackedWinograd(data, tile, c, o, packs[0].kernel)
 
 
-@dataclass(frozen=True)
-class TransformKernel:
-    """A transform kernel for one ISA level (compiled on first use)."""
-    shape: object   # targets.llvm.winograd.WinogradTransform
-    cpu: str
-    features: str
-
-    @property
-    def job(self):
-        from ..caches.object_cache import NativeJob
-        return NativeJob("winograd:winograd_module", self.shape, self.cpu, self.features)
-
-
-def transform_kernel(kind: str, tile: int, activation: str = "") -> TransformKernel:
+def transform_kernel(kind: str, tile: int, activation: str = "") -> CompiledWindow:
     from ...targets.llvm import jit
     from ...targets.llvm.winograd import WinogradTransform
     host = jit.host()
     level = host.level
     shape = WinogradTransform(kind, tile, level.f32_lanes, level.fused_multiply_add, activation)
-    return TransformKernel(shape, host.cpu, host.features)
+    return CompiledWindow(shape, host.cpu, host.features, "winograd:winograd_module")
 
 
 @dataclass
@@ -171,8 +157,8 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
     values = dict(N=images, H=h, W=w, C=c, tiles_h=tiles_h, tiles_w=tiles_w, pad_t=geometry.pads[0],
                   pad_l=geometry.pads[1])
     # (the transforms run like a window kernel: each thread's share of the tile rows in one piece)
-    before = WindowLaunch(transform_kernel("input", m), _pointers(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
-                          _dims(INPUT_DIMS, values), items, threads, (transformed, zeros), repeats)
+    before = WindowLaunch(transform_kernel("input", m), arguments(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
+                          dimensions(INPUT_DIMS, values), items, threads, (transformed, zeros), repeats)
     ptrs = kernel_pointers(transformed, packed.data, products)
     product = packed_product(packed.kernel, alpha * alpha, tiles, c, o, ptrs, packed, lda=c, a_batch=tiles * c,
                              ldc=o, c_batch=tiles * o, repeats=repeats, held=(transformed, products))
@@ -181,9 +167,10 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
     values = dict(N=images, OH=oh, OW=ow, O=o, tiles_h=tiles_h, tiles_w=tiles_w, c_image=out.strides[0] // 4,
                   c_row=out.strides[1] // 4, ldc=out.strides[2] // 4, ldr=o)
     after = WindowLaunch(transform_kernel("output", m, activation),
-                         _pointers(OUTPUT_PTRS, M=products, Y=out, bias=bias_values, residual=residual,
+                         arguments(OUTPUT_PTRS, M=products, Y=out, bias=bias_values, residual=residual,
                                    clamp=clamp_values),
-                         _dims(OUTPUT_DIMS, values), items, threads, (products, bias_values, clamp_values), repeats)
+                         dimensions(OUTPUT_DIMS, values), items, threads, (products, bias_values, clamp_values),
+                         repeats)
     return WinogradLaunch((before, product, after))
 
 
@@ -206,11 +193,3 @@ def _workspace(owner: np.ndarray | None, nbytes: int) -> np.ndarray:
         known = _workspaces[id(root)] = (weakref.ref(root), aligned_empty(nbytes))
     return known[1][:nbytes]
 
-
-def _pointers(names: tuple[str, ...], **arrays) -> ctypes.Array:
-    return (ctypes.c_void_p * len(names))(*[None if arrays.get(n) is None else arrays[n].ctypes.data
-                                            for n in names])
-
-
-def _dims(names: tuple[str, ...], values: dict) -> ctypes.Array:
-    return (ctypes.c_int64 * len(names))(*(values[n] for n in names))
