@@ -1,6 +1,6 @@
 """ResNet-50's convolutions one by one: snipjit's channels-last kernel against ONNX Runtime and the FMA peak.
 
-    python -m bench.conv [--threads 2] [--rounds 5] [--budget 0.2] [--int8]
+    python -m bench.conv [--threads 2] [--rounds 5] [--budget 0.2] [--int8] [--grouped]
 
 Each distinct convolution of ResNet-50 (batch 1, 224×224; bias and Relu as the network has them after
 BatchNorm folding) runs as snipjit's prepared launch (`conv_launch`, repeats=True: NHWC input and output
@@ -10,7 +10,8 @@ The engines alternate in this one process, round by round, each timed for a fixe
 FMA peak (a register-only FMA loop, `bench.gemm`) is measured in the same run. The 3×3 convolutions of
 stride 1 that the network runs as Winograd's (`winograd_launch.choose_tile`) are timed that way too, in
 GFLOP/s of the direct convolution's work ("as run": the ratio to ORT of the way the network runs it).
-`--int8` also times the int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s.
+`--int8` also times the int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s. `--grouped` times
+RegNetY-400MF's grouped 3×3 convolutions (8 channels per group) instead of ResNet-50's.
 """
 from __future__ import annotations
 
@@ -36,9 +37,18 @@ RESNET50 = (
 )
 
 
-def conv_model(c: int, o: int, k: int, s: int, p: int, h: int, w: int, weights, bias) -> bytes:
+# RegNetY-400MF's grouped 3×3 convolutions (8 channels per group), `--grouped`: as RESNET50, then the groups
+REGNET_GROUPED = (
+    (112, 112, 48, 48, 3, 2, 1, 1, 6), (56, 56, 104, 104, 3, 2, 1, 1, 13), (28, 28, 104, 104, 3, 1, 1, 2, 13),
+    (28, 28, 208, 208, 3, 2, 1, 1, 26), (14, 14, 208, 208, 3, 1, 1, 5, 26), (14, 14, 440, 440, 3, 2, 1, 1, 55),
+    (7, 7, 440, 440, 3, 1, 1, 5, 55),
+)
+
+
+def conv_model(c: int, o: int, k: int, s: int, p: int, h: int, w: int, weights, bias, groups: int = 1) -> bytes:
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4),
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4,
+                          group=groups),
          helper.make_node("Relu", ["c"], ["y"])], "conv",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
@@ -51,27 +61,27 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
     to the largest output), and the arrays the engines read (keep them alive while they run)."""
     from snipjit.memory.solver import aligned_empty
     from snipjit.runtime.implementations import conv_launch, winograd_launch
-    h, w, c, o, k, s, p, _ = shape
+    h, w, c, o, k, s, p, _, groups = (*shape, 1)[:9]
     rng = np.random.default_rng(0)
     planar = c <= 4
     x = aligned_empty(h * w * c * 4).view(np.float32).reshape((1, c, h, w) if planar else (1, h, w, c))
     x[...] = rng.standard_normal(x.shape, dtype=np.float32)
-    weights = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+    weights = (rng.standard_normal((o, c // groups, k, k)) / np.sqrt(c // groups * k * k)).astype(np.float32)
     bias = rng.standard_normal(o).astype(np.float32)
     geometry = conv_launch.ConvGeometry((k, k), (s, s), (p,) * 4)
     oh, ow = geometry.output_size(h, w)
     out = aligned_empty(oh * ow * o * 4).view(np.float32).reshape(1, oh, ow, o)
-    launch = conv_launch.prepare_conv(x, conv_launch.pack_conv(weights, 1), out, geometry, bias, (0.0, np.inf),
+    launch = conv_launch.prepare_conv(x, conv_launch.pack_conv(weights, groups), out, geometry, bias, (0.0, np.inf),
                                       repeats=True, planar=planar)
     x_nchw = x if planar else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
     y_nchw = np.empty((1, o, oh, ow), np.float32)
-    found = {"snipjit": launch.run, "onnxruntime": ort_engine(conv_model(c, o, k, s, p, h, w, weights, bias),
+    found = {"snipjit": launch.run, "onnxruntime": ort_engine(conv_model(c, o, k, s, p, h, w, weights, bias, groups),
                                                                   x_nchw, y_nchw, threads)}
     for fn in found.values():
         fn()
     error = float(np.abs(out - y_nchw.transpose(0, 2, 3, 1)).max() / max(1.0, np.abs(y_nchw).max()))
     held = (x, out, x_nchw, y_nchw)
-    tile = winograd_launch.choose_tile(weights.shape, 1, geometry, planar, (oh, ow))
+    tile = winograd_launch.choose_tile(weights.shape, groups, geometry, planar, (oh, ow))
     if tile:   # the network runs this one as Winograd's
         transformed = aligned_empty(out.nbytes).view(np.float32).reshape(out.shape)
         fast = winograd_launch.prepare_winograd(x, winograd_launch.pack_winograd(weights, tile), transformed,
@@ -79,9 +89,9 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
         fast.run()
         error = max(error, float(np.abs(transformed - out).max() / max(1.0, np.abs(out).max())))
         found["snipjit winograd"], held = fast.run, held + (transformed, fast)
-    if int8 and not planar:
+    if int8 and not planar and groups == 1:
         found["snipjit int8"] = int8_engine(x, weights, bias, out, geometry)
-    return found, 2.0 * oh * ow * o * c * k * k, error, held
+    return found, 2.0 * oh * ow * o * c // groups * k * k, error, held
 
 
 def int8_engine(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, out: np.ndarray, geometry):
@@ -97,7 +107,9 @@ def int8_engine(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, out: np.nd
 def main(argv: list[str] | None = None) -> None:
     parser = layer_parser(__doc__, rounds=5)
     parser.add_argument("--int8", action="store_true", help="also the int8 convolution of each shape (GOP/s)")
+    parser.add_argument("--grouped", action="store_true", help="RegNetY-400MF's grouped convolutions instead")
     args = parser.parse_args(argv)
+    shapes, network = (REGNET_GROUPED, "RegNetY-400MF's grouped") if args.grouped else (RESNET50, "ResNet-50's")
     use_threads(args.threads)
     from snipjit.targets.llvm import jit
     peak = fma_peak(args.threads, args.rounds)
@@ -106,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'H×W×C→O k s':>22} {'n':>2} {'snipjit':>8} {'of peak':>8} {'winograd':>9} {'ORT':>8} {'as run':>7}"
           + (f" {'int8 GOP/s':>11}" if args.int8 else ""))
     total = {"snipjit": 0.0, "as run": 0.0, "onnxruntime": 0.0}
-    for shape in RESNET50:
+    for shape in shapes:
         found, flops, error, _arrays = engines(shape, args.threads, args.int8)   # (held while the engines run)
         if error > 1e-4:
             raise AssertionError(f"snipjit's convolution {shape} differs from ONNX Runtime's by {error:.2e}")
@@ -119,12 +131,12 @@ def main(argv: list[str] | None = None) -> None:
         rate = {name: flops / t / 1e9 for name, t in seconds.items()}
         for name in total:
             total[name] += shape[7] * seconds[name]
-        h, w, c, o, k, s, _, count = shape
+        h, w, c, o, k, s, _, count = shape[:8]
         winograd = f"{rate['snipjit winograd']:9.1f}" if "snipjit winograd" in rate else f"{'-':>9}"
         print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {rate['snipjit'] / peak:8.0%} "
               f"{winograd} {rate['onnxruntime']:8.1f} {rate['as run'] / rate['onnxruntime']:7.2f}"
               + (f" {rate.get('snipjit int8', float('nan')):11.1f}" if args.int8 else ""))
-    print(f"all of ResNet-50's convolutions: snipjit {total['snipjit'] * 1e3:.2f} ms (direct), "
+    print(f"all of {network} convolutions: snipjit {total['snipjit'] * 1e3:.2f} ms (direct), "
           f"{total['as run'] * 1e3:.2f} ms (as the network runs them), "
           f"ONNX Runtime {total['onnxruntime'] * 1e3:.2f} ms")
 
