@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...memory.solver import aligned_empty
-from .gemm_launch import GemmKernel, GemmLaunch, available, kernel_pointers, pack, packed_product
+from .gemm_launch import GemmKernel, GemmLaunch, available, kernel_pointers, pack_batched, packed_product
 
 
-ROW_TAPS_MAX_CHANNELS = 32   # the most input channels a kernel row's taps are run along together for
+ROW_TAPS_MAX_CHANNELS = 32   # the most input channels for which a kernel row's taps run as one K loop
 
 
 @dataclass(frozen=True)
@@ -69,11 +68,8 @@ def pack_conv(w: np.ndarray, groups: int) -> PackedConv:
         raise ValueError(f"{o} output channels do not split into {groups} groups")
     n = o // groups
     per_group = w.reshape(groups, n, cg, kh, kw).transpose(0, 3, 4, 2, 1).reshape(groups, kh * kw * cg, n)
-    packs = [pack(np.ascontiguousarray(b, dtype=np.float32)) for b in per_group]
-    data = aligned_empty(groups * packs[0].data.nbytes).view(np.float32).reshape(groups, *packs[0].data.shape)
-    for g, packed in enumerate(packs):
-        data[g] = packed.data
-    return PackedConv(data, groups, cg, n, kh * kw, packs[0].kernel.for_convolution())
+    data, kernel = pack_batched(per_group)
+    return PackedConv(data, groups, cg, n, kh * kw, kernel.for_convolution())
 
 
 def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False, activation: str = "",

@@ -180,6 +180,17 @@ def pack(b: np.ndarray) -> PackedB:
     return PackedB(data, k, n, kernel)
 
 
+def pack_batched(matrices) -> tuple[np.ndarray, GemmKernel]:
+    """Constant [K, N] matrices of one shape packed one after another (a convolution's groups, Winograd's
+    positions): data [count, panels, K, NR], and the kernel they were packed for."""
+    packs = [pack(np.ascontiguousarray(b, dtype=np.float32)) for b in matrices]
+    data = aligned_empty(len(packs) * packs[0].data.nbytes).view(np.float32).reshape(len(packs),
+                                                                                   *packs[0].data.shape)
+    for i, packed in enumerate(packs):
+        data[i] = packed.data
+    return data, packs[0].kernel
+
+
 def _rows_view(a: np.ndarray) -> tuple[int, int] | None:
     """(rows, row stride) of a read as a matrix [rows, K] with unit stride along K, or None."""
     if a.strides[-1] != a.itemsize:

@@ -119,7 +119,7 @@ class WindowLaunch:
     """One window operation with its kernel arguments prepared: `run()` computes it again into the same
     memory (x and out must stay alive; the packed weights, bias, clamp and tap offsets are held here). A
     launch made to `repeat` runs as one prepared native call (`NativePool.prepare`)."""
-    kernel: CompiledWindow   # (or another kernel with its `job` run the same way: Winograd's transforms)
+    kernel: CompiledWindow
     ptrs: ctypes.Array
     dims: ctypes.Array
     items: int

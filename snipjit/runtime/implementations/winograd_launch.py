@@ -18,7 +18,7 @@ import numpy as np
 from ...memory.solver import aligned_empty
 from ..parallel.native_threads import get_native_pool
 from .conv_launch import ConvGeometry, _clamp_array, pixel_rows
-from .gemm_launch import GemmKernel, available, kernel_pointers, pack, packed_product
+from .gemm_launch import GemmKernel, available, kernel_pointers, pack_batched, packed_product
 from .window_launch import CompiledWindow, WindowLaunch, arguments, dimensions
 
 TILE = 2                              # m of F(m×m, 3×3) where none is asked for
@@ -87,12 +87,8 @@ def pack_winograd(w: np.ndarray, tile: int = TILE) -> PackedWinograd:
         i, j = divmod(p, alpha)
         return np.einsum("k,ockl,l->co", g[i], w, g[j]).astype(np.float32)
 
-    packs = [pack(position(p)) for p in range(alpha * alpha)]
-    data = aligned_empty(alpha * alpha * packs[0].data.nbytes).view(np.float32).reshape(alpha * alpha,
-                                                                                     *packs[0].data.shape)
-    for p, packed in enumerate(packs):
-        data[p] = packed.data
-    return PackedWinograd(data, tile, c, o, packs[0].kernel)
+    data, kernel = pack_batched(position(p) for p in range(alpha * alpha))
+    return PackedWinograd(data, tile, c, o, kernel)
 
 
 def transform_kernel(kind: str, tile: int, activation: str = "") -> CompiledWindow:
