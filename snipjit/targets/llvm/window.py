@@ -56,15 +56,10 @@ from dataclasses import dataclass, replace
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c, pin, when
+from .counted_loop import I64, CountedLoop, i64 as _c, pin
+from .window_builder import DIMS, F32, PTRS, BlockArgs, WindowBuilder  # noqa: F401 (DIMS, PTRS: the ABI)
 
-F32 = ir.FloatType()
-I32 = ir.IntType(32)
-I1 = ir.IntType(1)
 COMBINES = ("madd", "max", "mean")
-DIMS = ("H", "W", "C", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl", "ow_lo", "ow_hi",
-        "chunks", "chunk_c", "cp", "include_pad", "OC")
-PTRS = ("x", "w", "bias", "out", "params", "taps")
 ZEROS = 16   # madd: params [lo, hi, ...] has a vector of zeros (up to 16 lanes) from this float on
 
 
@@ -110,106 +105,8 @@ def window_blocks(registers: int, kw: int = 0, rows: int = 1) -> tuple[int, int]
     return max(1, min(8, (registers - rows * kw - 1) // rows)), 1
 
 
-class _Builder:
-    """The module of one kernel with its types and intrinsics, and the function being emitted (`b`, its
-    builder; `p` and `d`, the kernel arguments loaded in it)."""
 
-    def __init__(self, shape: WindowKernel):
-        self.shape = shape
-        lanes = shape.lanes
-        self.vec = vec = ir.VectorType(F32, lanes)
-        mask_t = ir.VectorType(I1, lanes)
-        self.module = module = ir.Module(shape.name)
-        self.ptr = ptr = ir.PointerType()
-        self.fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
-        self.masked_load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]),
-                                       f"llvm.masked.load.v{lanes}f32.p0")
-        self.masked_store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
-                                        f"llvm.masked.store.v{lanes}f32.p0")
-        self.lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-
-    def function(self, name: str, args: list, internal: bool) -> ir.Function:
-        """Start emitting function `name` (its first two arguments: the kernel's ptrs and dims). An
-        internal one is never inlined: each pixel block keeps its own registers (inlined, LLVM keeps the
-        pointers of every block's loops live at once and spills them)."""
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), args), name)
-        if internal:
-            fn.linkage = "internal"
-            fn.attributes.add("noinline")
-        self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
-        ptrs, dims = fn.args[:2]
-        self.p = {n: b.load(b.gep(ptrs, [_c(i)], source_etype=self.ptr), typ=self.ptr) for i, n in enumerate(PTRS)}
-        self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
-        return fn
-
-    def at(self, base, index):
-        return self.b.gep(base, [index], source_etype=F32)
-
-    def splat(self, value, typ=F32):
-        b, lanes = self.b, self.shape.lanes
-        v = b.insert_element(ir.Constant(ir.VectorType(typ, lanes), None), value, ir.Constant(I32, 0))
-        return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-
-    def constant(self, value: float):
-        return ir.Constant(self.vec, [value] * self.shape.lanes)
-
-    def load(self, address, mask=None):
-        if mask is None:
-            return self.b.load(address, typ=self.vec, align=4)
-        return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, ir.Constant(self.vec, None)])
-
-    def store(self, value, address, mask=None):
-        if mask is None:
-            self.b.store(value, address, align=4)
-        else:
-            self.b.call(self.masked_store, [value, address, ir.Constant(I32, 4), mask])
-
-    def when(self, condition, emit) -> None:
-        """Emit `emit()` under `condition`."""
-        when(self.b, condition, emit)
-
-    def minimum(self, x, y):
-        return self.b.select(self.b.icmp_signed("<", x, y), x, y)
-
-    def maximum(self, x, y):
-        return self.b.select(self.b.icmp_signed(">", x, y), x, y)
-
-    def clipped_range(self, start, size, step, count):
-        """[lo, hi): the taps t in [0, count) with 0 <= start + t·step < size (hi <= lo: none)."""
-        b, zero = self.b, _c(0)
-        before = b.sub(zero, start)      # taps needed to reach position 0: ceil(-start / step)
-        lo = b.select(b.icmp_signed(">", before, zero), b.sdiv(b.add(before, b.sub(step, _c(1))), step), zero)
-        room = self.maximum(b.sub(size, start), zero)   # taps before position size: ceil(room / step)
-        hi = self.minimum(count, b.sdiv(b.add(room, b.sub(step, _c(1))), step))
-        return lo, hi
-
-    def combine(self, acc, x, w):
-        b, combine = self.b, self.shape.combine
-        if combine == "madd":
-            if self.shape.fused:
-                return b.call(self.fma, [w, x, acc])
-            return b.fadd(b.fmul(w, x), acc)
-        if combine == "max":
-            return b.select(b.fcmp_ordered(">", acc, x), acc, x)
-        return b.fadd(acc, x)
-
-
-@dataclass
-class _Block:
-    """The arguments of a register block's function, as values inside it."""
-    x: ir.Value         # x at the image, the row's first input row, the first pixel's column 0 and channel c
-    w: ir.Value         # the weights at tap 0 and channel c
-    bias: ir.Value      # the bias at channel c
-    out: ir.Value       # out at the first pixel and channel c
-    kh_lo: ir.Value     # the taps [kh_lo, kh_hi) × [kw_lo, kw_hi) inside the input
-    kh_hi: ir.Value
-    kw_lo: ir.Value
-    kw_hi: ir.Value
-    left: ir.Value      # channels left from c (the masked block's lanes)
-    count: ir.Value     # reuse modes: blocks in a run of neighbours, each `pixels` output columns right of the last
-
-
-def _accumulate(g: _Builder, blk: _Block, pixels: int, vectors: int, mask) -> list:
+def _accumulate(g: WindowBuilder, blk: BlockArgs, pixels: int, vectors: int, mask) -> list:
     """The accumulators [pixel][vector] of the block over its taps."""
     b, d, lanes, combine = g.b, g.d, g.shape.lanes, g.shape.combine
     if combine == "madd":
@@ -240,7 +137,7 @@ def _accumulate(g: _Builder, blk: _Block, pixels: int, vectors: int, mask) -> li
     return outer
 
 
-def _input_row(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, x_row, firsts: list, acc: list) -> None:
+def _input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list, acc: list) -> None:
     """The FMAs of one input row (at `x_row`, channel offset `cv` included) of a block reusing inputs (stride
     `sw`, kernel width `kw` known) into the accumulators acc[t][pixel] of each output row t, whose kernel row
     starts at tap firsts[t]: each of the (pixels - 1)·sw + kw input columns is loaded once and feeds the
@@ -276,7 +173,7 @@ def _input_row(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, x_row, 
                 row[p] = value
 
 
-def _accumulate_rows(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, rows: int) -> list:
+def _accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, rows: int) -> list:
     """The accumulators [row][pixel] of the channel vector at offset `cv` of a block reusing inputs: one
     output row over its kernel rows [kh_lo, kh_hi); or two neighbouring rows (row stride and dilation 1,
     every kernel row inside the input), each of their KH + 1 input rows loaded once for both."""
@@ -309,14 +206,14 @@ def _accumulate_rows(g: _Builder, blk: _Block, pixels: int, cv, clipped: bool, r
     return [acc[0], bottom]
 
 
-def _bounds(g: _Builder):
+def _bounds(g: WindowBuilder):
     """madd: the clamp's (lo, hi) vectors, loaded first (later, stores that may alias `params` force reloads)."""
     if g.shape.combine != "madd":
         return None
     return tuple(g.splat(g.b.load(g.b.gep(g.p["params"], [_c(i)], source_etype=F32), typ=F32)) for i in range(2))
 
 
-def _finish(g: _Builder, acc: list, scale, bounds) -> list:
+def _finish(g: WindowBuilder, acc: list, scale, bounds) -> list:
     b = g.b
     if g.shape.combine == "madd":
         lo, hi = bounds
@@ -332,7 +229,7 @@ def _finish(g: _Builder, acc: list, scale, bounds) -> list:
     return acc
 
 
-def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: str = "taps") -> ir.Function:
+def _block_function(g: WindowBuilder, pixels: int, vectors: int, masked: bool, mode: str = "taps") -> ir.Function:
     """The function computing a register block: `pixels` neighbouring output pixels × `vectors` channel
     vectors (`masked`: one vector, its lanes below `left`) on the tap loop (`mode` "taps"); or, `mode`
     "reuse" (inside the input's width) and "clipped" (not), `pixels` output pixels over the whole vectors
@@ -342,7 +239,7 @@ def _block_function(g: _Builder, pixels: int, vectors: int, masked: bool, mode: 
     name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}{'' if mode == 'taps' else '_' + mode}"
     fn = g.function(name, [g.ptr] * 6 + [I64] * 6, internal=True)
     b, d, lanes = g.b, g.d, g.shape.lanes
-    blk = _Block(*fn.args[2:])
+    blk = BlockArgs(*fn.args[2:])
     mask = b.icmp_signed("<", g.lane_ids, g.splat(blk.left, I64)) if masked else None
     bounds = _bounds(g)
     scale = None
@@ -395,7 +292,7 @@ class _Row:
     c_end: ir.Value
 
 
-def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, clip: bool):
+def _columns(g: WindowBuilder, row: _Row, blocks: dict, start, stop, pixels: int, clip: bool):
     """Blocks of `pixels` output columns from `start` while they fit before `stop`, each over the chunk's
     channels (`vectors` at a time, then one, then the masked tail); the first column not done. `clip`:
     each column's kw taps are clipped to the input's width (edges)."""
@@ -417,7 +314,7 @@ def _columns(g: _Builder, row: _Row, blocks: dict, start, stop, pixels: int, cli
     return loop.index
 
 
-def _channels(g: _Builder, row: _Row, call) -> None:
+def _channels(g: WindowBuilder, row: _Row, call) -> None:
     """`call(c, count)` over the chunk's channels, `vectors` at a time, then one at a time; `call(c, 0)`
     for the tail of C left (if any)."""
     b, lanes = g.b, g.shape.lanes
@@ -431,7 +328,7 @@ def _channels(g: _Builder, row: _Row, call) -> None:
     g.when(b.icmp_signed("<", c, row.c_end), lambda: call(c, 0))
 
 
-def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: int, run=None) -> None:
+def _reuse_block(g: WindowBuilder, row: _Row, blocks: dict, ow0, pixels: int, rows: int, run=None) -> None:
     """Output columns [ow0, ow0 + pixels) of `rows` output rows (2: row stride 1) of a kernel reusing inputs,
     over the chunk's whole vectors: inside the input's width without checks, else clipped; the channel tail
     of each row on the tap loop under a mask (at the edges one pixel at a time). With `run` (a count): that
@@ -489,7 +386,7 @@ def _reuse_block(g: _Builder, row: _Row, blocks: dict, ow0, pixels: int, rows: i
     b.position_at_end(done)
 
 
-def _reuse_row(g: _Builder, row: _Row, row_functions: dict, rows: int = 1) -> None:
+def _reuse_row(g: WindowBuilder, row: _Row, row_functions: dict, rows: int = 1) -> None:
     """A row (or two, `rows`) of a kernel reusing inputs: blocks of width ceil(OW / ceil(OW / pixels)), by the
     `_row_function` of that width."""
     b, d, most = g.b, g.d, g.shape.pixels
@@ -506,7 +403,7 @@ def _reuse_row(g: _Builder, row: _Row, row_functions: dict, rows: int = 1) -> No
     b.position_at_end(done)
 
 
-def _row_function(g: _Builder, blocks: dict, pixels: int, rows: int) -> ir.Function:
+def _row_function(g: WindowBuilder, blocks: dict, pixels: int, rows: int) -> ir.Function:
     """The blocks of `pixels` columns of a row (or two), the last overlapping its neighbour when the row is no
     multiple of the width (it writes the same values again); those inside the input's width in one run."""
     fn = g.function(f"{g.shape.name}_row{rows}x{pixels}", [g.ptr] * 4 + [I64] * 4, internal=True)
@@ -534,7 +431,7 @@ def _row_function(g: _Builder, blocks: dict, pixels: int, rows: int) -> ir.Funct
 
 def window_module(shape: WindowKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
-    g = _Builder(shape)
+    g = WindowBuilder(shape)
     sizes = sorted({shape.pixels, max(1, shape.pixels // 2), 1}, reverse=True)
     kinds = [(shape.vectors, False, "taps"), (1, False, "taps"), (1, True, "taps")]
     keys = [(pixels, *kind) for pixels in sizes for kind in dict.fromkeys(kinds)]
