@@ -11,7 +11,9 @@ FMA peak (a register-only FMA loop, `bench.gemm`) is measured in the same run. T
 stride 1 that the network runs as Winograd's (`winograd_launch.choose_tile`) are timed that way too, in
 GFLOP/s of the direct convolution's work ("as run": the ratio to ORT of the way the network runs it).
 `--int8` also times the int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s. `--grouped` times
-RegNetY-400MF's grouped 3×3 convolutions (8 channels per group) instead of ResNet-50's.
+RegNetY-400MF's grouped 3×3 convolutions (8 channels per group) instead of ResNet-50's, on the implicit GEMM
+("snipjit") and on the window kernel's grouped variant the network runs them on ("grouped", where the ISA
+level's vectors hold a group: `window_launch.grouped_width`).
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
     """The engines of one shape (callables), its multiply-adds ×2, the largest error against ORT (relative
     to the largest output), and the arrays the engines read (keep them alive while they run)."""
     from snipjit.memory.solver import aligned_empty
-    from snipjit.runtime.implementations import conv_launch, winograd_launch
+    from snipjit.runtime.implementations import conv_launch, window_launch, winograd_launch
     h, w, c, o, k, s, p, _, groups = (*shape, 1)[:9]
     rng = np.random.default_rng(0)
     planar = c <= 4
@@ -89,6 +91,15 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
         fast.run()
         error = max(error, float(np.abs(transformed - out).max() / max(1.0, np.abs(out).max())))
         found["snipjit winograd"], held = fast.run, held + (transformed, fast)
+    window = window_launch.Window((k, k), (s, s), (p,) * 4)
+    group = 0 if planar or groups == 1 else window_launch.grouped_width(weights.shape, groups, window)
+    if group:   # the network runs this one on the window kernel's grouped variant
+        grouped = aligned_empty(out.nbytes).view(np.float32).reshape(out.shape)
+        fast = window_launch.prepare_grouped(x, window_launch.pack_grouped(weights), bias, (0.0, np.inf), grouped,
+                                             window, repeats=True)
+        fast.run()
+        error = max(error, float(np.abs(grouped - out).max() / max(1.0, np.abs(out).max())))
+        found["snipjit grouped"], held = fast.run, held + (grouped, fast)
     if int8 and not planar and groups == 1:
         found["snipjit int8"] = int8_engine(x, weights, bias, out, geometry)
     return found, 2.0 * oh * ow * o * c // groups * k * k, error, held
@@ -115,7 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     peak = fma_peak(args.threads, args.rounds)
     print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, {args.threads} threads; "
           f"FMA peak {peak:.1f} GFLOP/s; GFLOP/s per convolution (median of {args.rounds} rounds)")
-    print(f"{'H×W×C→O k s':>22} {'n':>2} {'snipjit':>8} {'of peak':>8} {'winograd':>9} {'ORT':>8} {'as run':>7}"
+    alternative = "grouped" if args.grouped else "winograd"   # the other kernel the network runs some on
+    print(f"{'H×W×C→O k s':>22} {'n':>2} {'snipjit':>8} {'of peak':>8} {alternative:>9} {'ORT':>8} {'as run':>7}"
           + (f" {'int8 GOP/s':>11}" if args.int8 else ""))
     total = {"snipjit": 0.0, "as run": 0.0, "onnxruntime": 0.0}
     for shape in shapes:
@@ -127,14 +139,14 @@ def main(argv: list[str] | None = None) -> None:
             for name, fn in found.items():
                 times[name].append(seconds_per_call(fn, args.budget))
         seconds = {name: statistics.median(t) for name, t in times.items()}
-        seconds["as run"] = seconds.get("snipjit winograd", seconds["snipjit"])
+        seconds["as run"] = seconds.get(f"snipjit {alternative}", seconds["snipjit"])
         rate = {name: flops / t / 1e9 for name, t in seconds.items()}
         for name in total:
             total[name] += shape[7] * seconds[name]
         h, w, c, o, k, s, _, count = shape[:8]
-        winograd = f"{rate['snipjit winograd']:9.1f}" if "snipjit winograd" in rate else f"{'-':>9}"
+        other = f"{rate[f'snipjit {alternative}']:9.1f}" if f"snipjit {alternative}" in rate else f"{'-':>9}"
         print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {rate['snipjit'] / peak:8.0%} "
-              f"{winograd} {rate['onnxruntime']:8.1f} {rate['as run'] / rate['onnxruntime']:7.2f}"
+              f"{other} {rate['onnxruntime']:8.1f} {rate['as run'] / rate['onnxruntime']:7.2f}"
               + (f" {rate.get('snipjit int8', float('nan')):11.1f}" if args.int8 else ""))
     print(f"all of {network} convolutions: snipjit {total['snipjit'] * 1e3:.2f} ms (direct), "
           f"{total['as run'] * 1e3:.2f} ms (as the network runs them), "

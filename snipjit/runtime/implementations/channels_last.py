@@ -141,8 +141,9 @@ class WeightedKernel(WindowKernel):
 
 
 class ConvKernel(WeightedKernel):
-    """A channels-last Conv: depthwise on the window kernel, a 3×3 one of stride 1 as Winograd's (where
-    `winograd` and `winograd_launch.choose_tile` give it tiles), any other on the implicit GEMM."""
+    """A channels-last Conv: depthwise on the window kernel, and grouped where `window_launch.grouped_width`
+    gives it a group width and it adds no residual; a 3×3 one of stride 1 as Winograd's (where `winograd`
+    and `winograd_launch.choose_tile` give it tiles); any other on the implicit GEMM."""
 
     def __init__(self, node: Node, winograd: bool = True):
         super().__init__(node)
@@ -154,9 +155,13 @@ class ConvKernel(WeightedKernel):
         self.depthwise = is_depthwise(w.shape, group) and not self.planar
         geometry = conv_launch.ConvGeometry(tuple(w.shape[2:]), tuple(self.attrs["strides"] or (1, 1)),
                                             dilations=tuple(self.attrs["dilations"] or (1, 1)))
+        residual = len(node.inputs) > 3 and node.inputs[3] is not None
+        window = window_launch.Window(geometry.kernel, geometry.strides, dilations=geometry.dilations)
+        self.group_width = window_launch.grouped_width(w.shape, group, window) \
+            if group > 1 and not (self.depthwise or self.planar or residual) and available() else 0
         output = node.outputs[0].type.shape
         self.tile = winograd_launch.choose_tile(w.shape, group, geometry, self.planar, tuple(output[1:3])) \
-            if winograd and output is not None and len(output) == 4 else 0
+            if winograd and not self.group_width and output is not None and len(output) == 4 else 0
         self.packed = self._packed_weights(node)
         self.added: np.ndarray | None = None              # absorbed bias Adds, summed
         self.clamp: tuple[float, float] | None = None
@@ -165,7 +170,7 @@ class ConvKernel(WeightedKernel):
     def _packed_weights(self, node: Node):
         """The weights in the kernel's form: the one offered (a saved model's), else packed here."""
         kind = (winograd_launch.PackedWinograd if self.tile else window_launch.PackedDepthwise if self.depthwise
-                else conv_launch.PackedConv)
+                else window_launch.PackedGrouped if self.group_width else conv_launch.PackedConv)
         w = node.inputs[1]
         offered = held_weights.offered(w, kind)
         if offered is not None and (not self.tile or offered.tile == self.tile):
@@ -174,6 +179,8 @@ class ConvKernel(WeightedKernel):
             return winograd_launch.pack_winograd(w.data, self.tile)
         if self.depthwise:
             return window_launch.pack_depthwise(w.data)
+        if self.group_width:
+            return window_launch.pack_grouped(w.data)
         return conv_launch.pack_conv(w.data, self.attrs["group"])
 
     def spatial(self, x):
@@ -204,9 +211,9 @@ class ConvKernel(WeightedKernel):
             return []
         kernel = tuple(self.node.inputs[1].data.shape[2:])
         strides, dilations = tuple(self.attrs["strides"] or (1, 1)), tuple(self.attrs["dilations"] or (1, 1))
-        if self.depthwise:
+        if self.depthwise or self.group_width:
             window = window_launch.Window(kernel, strides, dilations=dilations)
-            return [window_launch.window_kernel("madd", window, self.activation).job]
+            return [window_launch.window_kernel("madd", window, self.activation, self.group_width).job]
         if self.tile:
             return winograd_launch.jobs(self.packed, self.activation)
         pads = tuple(self.attrs["pads"] or (0, 0, 0, 0))
@@ -227,12 +234,12 @@ class ConvKernel(WeightedKernel):
             return None
         geometry, bias = self.geometry(x), self._total_bias()
         residual = inputs[3] if len(inputs) > 3 else None
-        if self.depthwise and residual is not None:
+        if (self.depthwise or self.group_width) and residual is not None:
             return None   # (the window kernel adds no residual: the reference does)
-        if self.depthwise:
+        if self.depthwise or self.group_width:
             window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)
-            return window_launch.prepare_depthwise(x, self.packed, bias, self.clamp, y, window, repeats,
-                                                   self.activation)
+            prepare = window_launch.prepare_grouped if self.group_width else window_launch.prepare_depthwise
+            return prepare(x, self.packed, bias, self.clamp, y, window, repeats, self.activation)
         if residual is not None and (residual.dtype != np.float32 or not conv_launch.pixel_rows(residual)):
             return None
         if self.tile:

@@ -67,17 +67,19 @@ class CompiledWindow:
         return NativeJob(self.generator, self.shape, self.cpu, self.features)
 
 
-def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1) -> CompiledWindow:
+def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1,
+               group: int = 0) -> CompiledWindow:
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
     the variant for that kernel width, column stride `sw` and column dilation 1, computing `rows` output
-    rows at once where it can) at the current ISA level."""
+    rows at once where it can; with `group` too, a grouped convolution's of `group` channels per group, its
+    vectors that wide) at the current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
     kw, rows = (kw, rows) if kw else (0, 1)
-    pixels, vectors = window_blocks(level.vector_registers, kw, rows)
-    shape = WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, activation, kw,
-                         sw if kw else 1, rows, level.vector_registers)
+    pixels, vectors = window_blocks(level.vector_registers, kw, rows, bool(group), level.fused_multiply_add)
+    shape = WindowKernel(combine, pixels, vectors, group or level.f32_lanes, level.fused_multiply_add, activation,
+                         kw, sw if kw else 1, rows, level.vector_registers, bool(group))
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -112,6 +114,50 @@ def pack_depthwise(w: np.ndarray) -> PackedDepthwise:
     data[:, c:] = 0
     data[:, :c] = np.asarray(w, np.float32).reshape(c, kh * kw).T
     return PackedDepthwise(data, c, (kh, kw))
+
+
+def grouped_width(w_shape: tuple[int, ...], groups: int, window: "Window") -> int:
+    """The channels per group with which the window kernel computes a grouped convolution of weights
+    `w_shape` [O, C/groups, KH, KW] (as many outputs as inputs per group, a power of two from 4 to the ISA
+    level's vector width, a kernel width and column stride that reuse inputs, column dilation 1); else 0."""
+    from ...targets.llvm import jit
+    o, cg, _, kw = w_shape
+    fits = (o == cg * groups and cg in (4, 8, 16) and cg <= jit.host().level.f32_lanes
+            and kw in REUSE_WIDTHS and window.strides[1] in REUSE_STRIDES and window.dilations[1] == 1)
+    return cg if fits else 0
+
+
+@dataclass(frozen=True)
+class PackedGrouped:
+    """Grouped convolution weights [C, L, KH, KW] (L channels per group, as many in as out) laid out group
+    by group: data[g, (kh·KW + kw)·L + i, o], per tap and input channel i its L outputs' weights (within a
+    group, every weight vector at an offset the kernel knows when generated)."""
+    data: np.ndarray    # [C / L, KH·KW·L, L]
+    kernel: tuple[int, int]
+
+    @property
+    def group(self) -> int:
+        return self.data.shape[2]
+
+    @property
+    def channels(self) -> int:
+        return self.data.shape[0] * self.group
+
+    def unpack(self) -> np.ndarray:
+        (kh, kw), group, groups = self.kernel, self.group, self.data.shape[0]
+        w = self.data.reshape(groups, kh, kw, group, group).transpose(0, 4, 3, 1, 2)
+        return np.ascontiguousarray(w.reshape(groups * group, group, kh, kw))
+
+
+def pack_grouped(w: np.ndarray) -> PackedGrouped:
+    """Pack ONNX grouped convolution weights [C, L, KH, KW] (C / L groups of L channels in and out)."""
+    if w.ndim != 4 or w.shape[1] < 1 or w.shape[0] % w.shape[1]:
+        raise ValueError(f"grouped weights must be [C, L, KH, KW] with C a multiple of L, got {list(w.shape)}")
+    c, group, kh, kw = w.shape
+    per_group = np.asarray(w, np.float32).reshape(c // group, group, group, kh, kw)   # [g, o, i, kh, kw]
+    data = aligned_empty(kh * kw * group * c * 4).view(np.float32).reshape(c // group, kh * kw * group, group)
+    data[:] = per_group.transpose(0, 3, 4, 2, 1).reshape(c // group, kh * kw * group, group)
+    return PackedGrouped(data, (kh, kw))
 
 
 @dataclass
@@ -170,19 +216,22 @@ def dimensions(names: tuple[str, ...], values: dict[str, int]) -> ctypes.Array:
     return (ctypes.c_int64 * len(names))(*(values[n] for n in names))
 
 
-def window_kernel(combine: str, window: Window, activation: str = "") -> CompiledWindow:
+def window_kernel(combine: str, window: Window, activation: str = "", group: int = 0) -> CompiledWindow:
     """The kernel a window op runs on: for a depthwise convolution whose kernel width, column stride and
     dilation have one, the variant reusing inputs across pixels (two output rows at once for the paired
-    widths at row stride and dilation 1)."""
+    widths at row stride and dilation 1); a grouped convolution's (`group` channels per group, which
+    `grouped_width` gave) reuses them too."""
     (sh, sw), (dh, dw), kw = window.strides, window.dilations, window.kernel[1]
     reuse = combine == "madd" and sw in REUSE_STRIDES and dw == 1 and kw in REUSE_WIDTHS
-    rows = 2 if reuse and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
-    return kernel_for(combine, activation, kw if reuse else 0, sw, rows)
+    if group and not reuse:
+        raise ValueError(f"no grouped window kernel for window {window}")
+    rows = 2 if reuse and not group and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
+    return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group)
 
 
 def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
             bias: np.ndarray | None, clamp: tuple[float, float] | None, include_pad: bool,
-            repeats: bool, activation: str = "") -> WindowLaunch | None:
+            repeats: bool, activation: str = "", group: int = 0) -> WindowLaunch | None:
     _check_nhwc("x", x)
     _check_nhwc("out", out, channel_slice=True)
     window.check()
@@ -197,7 +246,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         return None
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
-    kernel = window_kernel(combine, window, activation)
+    kernel = window_kernel(combine, window, activation, group)
     lanes, vectors, rows = kernel.shape.lanes, kernel.shape.vectors, kernel.shape.rows
     ow_lo = min(ow, -(-left // sw))                                  # first column with iw >= 0
     ow_hi = max(ow_lo, min(ow, (w - 1 + left - (kw - 1) * dw) // sw + 1))   # past the last inside the row
@@ -232,25 +281,43 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     return WindowLaunch(kernel, ptrs, dims, n * chunks * -(-oh // rows), threads, held, repeats)
 
 
-def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray | None,
-                      clamp: tuple[float, float] | None, out: np.ndarray, window: Window,
-                      repeats: bool = False, activation: str = "") -> WindowLaunch | None:
-    """out = clamp(activation(depthwise_conv(x, packed) + bias)) in NHWC (`activation`: a math-library
-    function, or none); None when the native JIT is unavailable."""
-    if not isinstance(packed, PackedDepthwise):
-        raise ValueError("prepare_depthwise takes weights packed by pack_depthwise")
+def _check_weights(packed, kind: type, pack: str, x: np.ndarray, window: Window, bias: np.ndarray | None,
+                   clamp: tuple[float, float] | None) -> None:
+    """Packed weights of `kind` (made by `pack`) fit x, the window, the bias and the clamp."""
+    if not isinstance(packed, kind):
+        raise ValueError(f"these weights must be packed by {pack}, got {type(packed).__name__}")
     if packed.kernel != tuple(window.kernel):
         raise ValueError(f"the packed weights are {packed.kernel[0]}×{packed.kernel[1]}, the window's kernel "
                          f"{window.kernel[0]}×{window.kernel[1]}")
     if x.ndim == 4 and packed.channels != x.shape[3]:
         raise ValueError(f"the weights have {packed.channels} channels, x has {x.shape[3]}")
-    if available() and packed.data.shape[1] != _padded(packed.channels, kernel_for("madd").shape.lanes):
-        raise ValueError("the weights were packed for another ISA level than SNIPJIT_ISA now selects")
     if bias is not None and np.size(bias) != packed.channels:
         raise ValueError(f"bias has {np.size(bias)} values for {packed.channels} channels")
     if clamp is not None and len(clamp) != 2:
         raise ValueError(f"clamp must be (lo, hi), got {clamp!r}")
+
+
+def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray | None,
+                      clamp: tuple[float, float] | None, out: np.ndarray, window: Window,
+                      repeats: bool = False, activation: str = "") -> WindowLaunch | None:
+    """out = clamp(activation(depthwise_conv(x, packed) + bias)) in NHWC (`activation`: a math-library
+    function, or none); None when the native JIT is unavailable."""
+    _check_weights(packed, PackedDepthwise, "pack_depthwise", x, window, bias, clamp)
+    if available() and packed.data.shape[1] != _padded(packed.channels, kernel_for("madd").shape.lanes):
+        raise ValueError("the weights were packed for another ISA level than SNIPJIT_ISA now selects")
     return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation)
+
+
+def prepare_grouped(x: np.ndarray, packed: PackedGrouped, bias: np.ndarray | None,
+                    clamp: tuple[float, float] | None, out: np.ndarray, window: Window,
+                    repeats: bool = False, activation: str = "") -> WindowLaunch | None:
+    """out = clamp(activation(grouped_conv(x, packed) + bias)) in NHWC, for weights `grouped_width` takes;
+    None when the native JIT is unavailable."""
+    _check_weights(packed, PackedGrouped, "pack_grouped", x, window, bias, clamp)
+    w_shape = (packed.channels, packed.group, *packed.kernel)
+    if available() and not grouped_width(w_shape, packed.channels // packed.group, window):
+        raise ValueError(f"no grouped window kernel for weights {list(w_shape)} on window {window} at this ISA level")
+    return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation, packed.group)
 
 
 def prepare_pool(kind: str, x: np.ndarray, out: np.ndarray, window: Window, count_include_pad: bool = False,

@@ -32,7 +32,8 @@ def pin(b: ir.IRBuilder, values: list) -> list:
     vector registers: LLVM computes them before it (past a plain barrier, arithmetic may still sink below
     later loads, whose results then wait for it in spilled registers)."""
     typ = values[0].type if len(values) == 1 else ir.LiteralStructType([v.type for v in values])
-    constraints = ",".join(["=v"] * len(values) + [str(i) for i in range(len(values))] + ["~{memory}"])
+    outputs = ["=v" if isinstance(v.type, ir.VectorType) else "=r" for v in values]
+    constraints = ",".join(outputs + [str(i) for i in range(len(values))] + ["~{memory}"])
     asm = ir.InlineAsm(ir.FunctionType(typ, [v.type for v in values]), "", constraints, side_effect=True)
     result = b.call(asm, values)
     return [result] if len(values) == 1 else [b.extract_value(result, i) for i in range(len(values))]

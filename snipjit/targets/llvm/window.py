@@ -76,6 +76,7 @@ class WindowKernel:
     sw: int = 1     # with kw: the column stride
     rows: int = 1   # with kw: output rows of a work item, 2: computed together where row stride and dilation are 1
     registers: int = 16   # vector registers of the ISA level
+    grouped: bool = False   # with kw: each `lanes` channels are a group of a grouped convolution (see below)
 
     def __post_init__(self):
         if self.combine not in COMBINES:
@@ -84,22 +85,29 @@ class WindowKernel:
             raise ValueError(f"only madd reuses inputs across pixels (kw={self.kw}, combine {self.combine!r})")
         if self.rows not in (1, 2) or (self.rows == 2 and not self.kw):
             raise ValueError(f"a work item is 1 output row, or 2 with kw (rows={self.rows}, kw={self.kw})")
+        if self.grouped and not self.kw:
+            raise ValueError("a grouped convolution's kernel reuses inputs across pixels: it needs kw")
 
     @property
     def name(self) -> str:
         return (f"snipjit_window_{self.combine}_{self.pixels}x{self.vectors}x{self.lanes}"
                 f"{'' if self.fused else '_mul_add'}{'_' + self.activation if self.activation else ''}"
                 f"{f'_kw{self.kw}' if self.kw else ''}{f'_s{self.sw}' if self.sw != 1 else ''}"
-                f"{f'_r{self.rows}' if self.rows != 1 else ''}_v{self.registers}")
+                f"{f'_r{self.rows}' if self.rows != 1 else ''}{'_grouped' if self.grouped else ''}_v{self.registers}")
 
 
-def window_blocks(registers: int, kw: int = 0, rows: int = 1) -> tuple[int, int]:
+def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: bool = False,
+                  fused: bool = True) -> tuple[int, int]:
     """(pixels, vectors) of the widest register block for a register file. On the tap loop: pixels × vectors
     accumulators plus a register per weight vector, leaving room for the input operands and the tail's mask.
     Reusing inputs (`kw`, `rows` output rows): one vector at a time, up to 8 pixels per row whose
     accumulators, a kernel row's kw weight vectors per output row and an input column fit the registers
     (AVX2 at kw 7: 8 + 7 + 1 of 16) — at most 4 pixels would leave the FMAs bound by their latency (each
-    accumulator takes one FMA per input column)."""
+    accumulator takes one FMA per input column). A grouped convolution's: up to 8 pixels per row whose
+    accumulators fit beside an input channel's kw weight vectors per output row and a broadcast input; without
+    FMA (`fused`), 4 registers more (x86-64-v2 spilled with fewer: its two-operand multiplies need copies)."""
+    if grouped:
+        return max(1, min(8, (registers - rows * kw - (1 if fused else 5)) // rows)), 1
     if not kw:
         return (8, 2) if registers >= 32 else (4, 2)
     return max(1, min(8, (registers - rows * kw - 1) // rows)), 1
@@ -138,6 +146,14 @@ def _accumulate(g: WindowBuilder, blk: BlockArgs, pixels: int, vectors: int, mas
 
 
 def _input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list, acc: list) -> None:
+    if g.shape.grouped:
+        _grouped_input_row(g, blk, pixels, cv, clipped, x_row, firsts, acc)
+    else:
+        _depthwise_input_row(g, blk, pixels, cv, clipped, x_row, firsts, acc)
+
+
+def _depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list,
+                         acc: list) -> None:
     """The FMAs of one input row (at `x_row`, channel offset `cv` included) of a block reusing inputs (stride
     `sw`, kernel width `kw` known) into the accumulators acc[t][pixel] of each output row t, whose kernel row
     starts at tap firsts[t]: each of the (pixels - 1)·sw + kw input columns is loaded once and feeds the
@@ -169,6 +185,46 @@ def _input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool,
                     row[p] = g.combine(row[p], x, w if keep else g.load(w))
                     touched.append((row, p))
         if barrier and touched:
+            for (row, p), value in zip(touched, pin(b, [row[p] for row, p in touched])):
+                row[p] = value
+
+
+def _grouped_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list,
+                       acc: list) -> None:
+    """`_input_row` of a grouped convolution (`lanes` channels per group, from `cv`): per input channel i of
+    the group, its kw weight vectors W[tap, i] (the group's outputs) loaded once, then each of the
+    (pixels - 1)·sw + kw input columns one broadcast feeding the (row, pixel, tap) triples it belongs to, those
+    accumulators pinned before the next column's load. Inside the input's width, the columns' addresses are
+    one base pointer per 3 columns plus 0, 1 or 2 pixel steps (computed once, no arithmetic per channel);
+    clipped, the columns are copied to a stack buffer first, zeros for those outside [0, W), and read there at
+    offsets known when generating (an address select per column and channel measured 1.3× slower at 7 output
+    columns, stride 2)."""
+    b, d, kw, sw, lanes = g.b, g.d, g.shape.kw, g.shape.sw, g.shape.lanes
+    columns = (pixels - 1) * sw + kw
+    group_w = g.at(blk.w, b.mul(cv, b.mul(b.mul(d["KH"], d["KW"]), _c(lanes))))   # the group's weights
+    if clipped:   # the columns into a buffer, zeros for those outside [0, W): from there at known offsets
+        zeros = g.at(g.p["params"], _c(ZEROS))
+        buffer = g.stack_buffer(columns * lanes)
+        for j in range(columns):
+            inside = b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"])
+            g.store(g.load(b.select(inside, g.at(x_row, b.mul(d["C"], _c(j))), zeros)), g.at(buffer, _c(j * lanes)))
+        buffer = pin(b, [buffer])[0]   # (its loads stay loads: not the stored vectors' lanes shuffled)
+        addresses = [g.at(buffer, _c(j * lanes)) for j in range(columns)]
+    else:   # a base pointer per 3 columns, each column 0, 1 or 2 C from one (no address arithmetic per channel)
+        pinned = pin(b, [g.at(x_row, b.mul(d["C"], _c(j))) for j in range(0, columns, 3)] + [d["C"]])
+        bases, step = pinned[:-1], pinned[-1]
+        addresses = [g.at(bases[j // 3], b.mul(step, _c(j % 3))) for j in range(columns)]
+    for i in range(lanes):
+        weights = [[g.load(g.at(group_w, b.add(b.mul(first, _c(lanes * lanes)), _c((t * lanes + i) * lanes))))
+                    for t in range(kw)] for first in firsts]
+        for j, address in enumerate(addresses):
+            x = g.splat(b.load(g.at(address, _c(i)), typ=F32))   # (a clipped column: zeros + i, a zero too)
+            touched = []
+            for t, row in enumerate(acc):
+                for p in range(pixels):
+                    if 0 <= j - p * sw < kw:
+                        row[p] = g.combine(row[p], x, weights[t][j - p * sw])
+                        touched.append((row, p))
             for (row, p), value in zip(touched, pin(b, [row[p] for row, p in touched])):
                 row[p] = value
 
@@ -340,7 +396,8 @@ def _reuse_block(g: WindowBuilder, row: _Row, blocks: dict, ow0, pixels: int, ro
     whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(lanes)), _c(lanes)))
 
     def call(key, x, out, c, kw_lo, kw_hi, count=_c(1)) -> None:
-        b.call(blocks[key], [*row.args, g.at(x, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out, c),
+        w = g.at(g.p["w"], b.mul(c, b.mul(b.mul(d["KH"], d["KW"]), _c(lanes))) if g.shape.grouped else c)
+        b.call(blocks[key], [*row.args, g.at(x, c), w, g.at(g.p["bias"], c), g.at(out, c),
                              row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), count])
 
     def per_row(emit, x0=x_pixel, out0=out_pixel) -> None:   # emit(x, out) for each row at the block's first pixel
@@ -362,7 +419,8 @@ def _reuse_block(g: WindowBuilder, row: _Row, blocks: dict, ow0, pixels: int, ro
     def channels(mode: str, tail, count=_c(1)) -> None:
         g.when(b.icmp_signed("<", row.c_begin, whole),
                lambda: call((pixels, 1, False, mode + suffix), x_pixel, out_pixel, row.c_begin, iw0, d["KW"], count))
-        g.when(b.icmp_signed("<", whole, row.c_end), lambda: per_row(tail))
+        if not g.shape.grouped:   # (a grouped convolution's channels are whole groups)
+            g.when(b.icmp_signed("<", whole, row.c_end), lambda: per_row(tail))
 
     if run is not None:
         def tails(x, out) -> None:
@@ -437,6 +495,7 @@ def window_module(shape: WindowKernel) -> ir.Module:
     keys = [(pixels, *kind) for pixels in sizes for kind in dict.fromkeys(kinds)]
     if shape.kw:   # every width of block reusing inputs, inside the input or clipped, with its masked tail
         modes = ("reuse", "clipped", "taps") + (("reuse2", "clipped2") if shape.rows == 2 else ())
+        modes = modes[:2] + modes[3:] if shape.grouped else modes
         keys = [(pixels, 1, mode == "taps", mode) for pixels in range(shape.pixels, 0, -1) for mode in modes]
     blocks = {key: _block_function(g, *key) for key in dict.fromkeys(keys)}
     row_functions = {(rows, pixels): _row_function(g, blocks, pixels, rows) for rows in {1, shape.rows}

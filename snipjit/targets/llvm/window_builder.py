@@ -49,6 +49,14 @@ class WindowBuilder:
         self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
         return fn
 
+    def stack_buffer(self, floats: int):
+        """An f32 buffer on the stack of the function being emitted (allocated at its entry)."""
+        entry = ir.IRBuilder(self.b.function.entry_basic_block)
+        entry.position_at_start(self.b.function.entry_basic_block)
+        buffer = entry.alloca(ir.ArrayType(F32, floats), name="buffer")
+        as_pointer = ir.InlineAsm(ir.FunctionType(self.ptr, [buffer.type]), "", "=r,0")   # (an untyped pointer)
+        return entry.call(as_pointer, [buffer])
+
     def at(self, base, index):
         return self.b.gep(base, [index], source_etype=F32)
 

@@ -270,3 +270,25 @@ def test_3x3_convolutions_of_stride_1_run_as_winograds(tmp_path):
     np.testing.assert_allclose(cm.run(feeds)[0], direct.run(feeds)[0], rtol=1e-5, atol=1e-5)
     cm.save(tmp_path / "m.snipjit")   # the transformed weights are what the model keeps, and saves
     np.testing.assert_allclose(snipjit.load(tmp_path / "m.snipjit").run(feeds)[0], cm.run(feeds)[0], rtol=0, atol=0)
+
+
+def test_a_regnet_block_s_grouped_conv_runs_on_the_grouped_window_kernel(level):
+    """RegNetY's bottleneck: 1×1, a grouped 3×3 of as many channels in as out per group (here the level's
+    vector width; stride 2 and 1), squeeze-excitation, 1×1 with the residual; the grouped convs run on the
+    window kernel's grouped variant with their bias and Relu, and agree with the reference."""
+    group = level.f32_lanes
+    c = 3 * group
+    b = GraphBuilder()
+    x = b.input("x", "f32", [2, 5, 15, 13])
+    stem = b.Relu(b.Conv(x, b.const(randn(c, 5, 1, 1, scale=0.4)), b.const(randn(c))))
+    grouped = b.Relu(b.Conv(stem, b.const(randn(c, group, 3, 3, scale=0.2)), b.const(randn(c)), group=3,
+                            strides=[2, 2], pads=[1, 1, 1, 1]))
+    again = b.Relu(b.Conv(grouped, b.const(randn(c, group, 3, 3, scale=0.2)), group=3, pads=[1, 1, 1, 1]))
+    squeeze = b.Relu(b.Conv(b.GlobalAveragePool(again), b.const(randn(4, c, 1, 1, scale=0.4))))
+    scaled = b.Mul(again, b.Sigmoid(b.Conv(squeeze, b.const(randn(c, 4, 1, 1, scale=0.4)))))
+    y = b.Relu(b.Add(b.Conv(scaled, b.const(randn(c, c, 1, 1, scale=0.3))), grouped))
+    b.output(y, "y")
+    cm = check(b.build(), {"x": randn(2, 5, 15, 13)})
+    grouped_convs = [s.kernel for s in cm.plan if s.kind == "nhwc" and s.ops[0] == "Conv"
+                     and getattr(s.kernel, "group_width", 0)]
+    assert len(grouped_convs) == 2 and all(k.group_width == group for k in grouped_convs)
