@@ -1,6 +1,7 @@
 """Channels-last (NHWC) sliding windows on snipjit's generated window kernel (`targets.llvm.window`),
-run on the native pool: depthwise convolution (with bias and a clamp fused), MaxPool, AveragePool and
-the global pools.
+run on the native pool: depthwise convolution (with bias and a clamp fused), grouped convolution of
+as many channels per group (in and out) as 4 to the level's vector lanes (`grouped_width`: RegNet's),
+MaxPool, AveragePool and the global pools.
 
 One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once
 per process and level; its register block follows the level (`targets.isa`). Depthwise weights are
