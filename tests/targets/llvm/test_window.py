@@ -91,7 +91,7 @@ def test_an_unknown_combine_is_refused():
         WindowKernel("max", 4, 2, 8, kw=3)
 
 
-@pytest.mark.parametrize("cpu, level", CPUS + [("x86-64-v2", isa.SSE)])
+@pytest.mark.parametrize("cpu, level", [("znver3", isa.AVX2), ("skylake-avx512", isa.AVX512), ("x86-64-v2", isa.SSE)])
 @pytest.mark.parametrize("kw, sw", [(3, 1), (3, 2), (7, 1)])
 def test_a_grouped_kernel_s_blocks_broadcast_each_column_once_per_channel_without_spills(cpu, level, kw, sw):
     """The grouped variant (as many channels per group as lanes): per input row and channel of the group,
