@@ -37,12 +37,13 @@ def dense_model():
 
 
 def conv_model():
-    """Channels-last convolutions of every packed kind: grouped, depthwise, strided and dilated
-    ConvTranspose."""
+    """Channels-last convolutions of every packed kind: grouped (on the GEMM, and of groups one vector wide on
+    the window kernel), depthwise, strided and dilated ConvTranspose."""
     b = GraphBuilder()
     x = b.input("x", "f32", ["n", 8, 11, 11])
     y = b.Relu(b.Conv(x, b.const(randn(16, 4, 3, 3)), b.const(randn(16)), group=2, pads=[1, 1, 1, 1]))
     y = b.Conv(y, b.const(randn(16, 1, 5, 5)), group=16, pads=[2, 2, 2, 2])
+    y = b.Conv(y, b.const(randn(16, 4, 3, 3)), b.const(randn(16)), group=4, pads=[1, 1, 1, 1])
     y = b.ConvTranspose(y, b.const(randn(16, 6, 3, 3)), strides=[2, 2])
     y = b.ConvTranspose(y, b.const(randn(6, 5, 3, 2)), dilations=[2, 2])
     b.output(y, "y")
@@ -124,7 +125,7 @@ LOAD_WITHOUT_CODEGEN = textwrap.dedent("""
         raise AssertionError("code was generated or weights packed while loading a saved model")
     jit.optimized_module = objects.optimized_module = refuse
     if sys.argv[4] == "no packing":
-        gemm_launch.pack = conv_launch.pack_conv = window_launch.pack_depthwise = refuse
+        gemm_launch.pack = conv_launch.pack_conv = window_launch.pack_depthwise = window_launch.pack_grouped = refuse
         conv_transpose_launch.pack_conv_transpose = refuse
     import snipjit
     cm = snipjit.load(sys.argv[1])
