@@ -28,9 +28,11 @@ def memory_barrier(b: ir.IRBuilder) -> None:
 
 
 def pin(b: ir.IRBuilder, values: list) -> list:
-    """`values` (vectors of one type) as they are, through a memory barrier that takes and returns them in
-    vector registers: LLVM computes them before it (past a plain barrier, arithmetic may still sink below
-    later loads, whose results then wait for it in spilled registers)."""
+    """`values` as they are, through a memory barrier that takes and returns them in registers (vectors in
+    vector registers, integers and pointers in general ones): LLVM computes them before it (past a plain
+    barrier, arithmetic may still sink below later loads, whose results then wait for it in spilled
+    registers), and cannot derive later values from what they were computed from (a pinned pointer is
+    kept, not recomputed or folded into others' addresses)."""
     typ = values[0].type if len(values) == 1 else ir.LiteralStructType([v.type for v in values])
     outputs = ["=v" if isinstance(v.type, ir.VectorType) else "=r" for v in values]
     constraints = ",".join(outputs + [str(i) for i in range(len(values))] + ["~{memory}"])

@@ -151,7 +151,9 @@ def _accumulate(g: WindowBuilder, blk: BlockArgs, pixels: int, vectors: int, mas
     return outer
 
 
-def _input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list, acc: list) -> None:
+def _input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list,
+               acc: list) -> None:
+    """The FMAs of one input row of a block reusing inputs: a depthwise or a grouped convolution's."""
     if g.shape.grouped:
         _grouped_input_row(g, blk, pixels, cv, clipped, x_row, firsts, acc)
     else:

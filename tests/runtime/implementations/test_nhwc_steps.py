@@ -217,7 +217,8 @@ def test_any_image_size_without_recompiling():
     b = GraphBuilder()
     x = b.input("x", "f32", ["n", 3, "h", "w"])
     y = b.Relu(b.Conv(x, b.const(randn(8, 3, 3, 3, scale=0.3)), b.const(randn(8)), pads=[1, 1, 1, 1], strides=[2, 2]))
-    y = b.MaxPool(b.Conv(y, b.const(randn(8, 1, 3, 3)), group=8, pads=[1, 1, 1, 1]), kernel_shape=[2, 2], strides=[2, 2])
+    y = b.MaxPool(b.Conv(y, b.const(randn(8, 1, 3, 3)), group=8, pads=[1, 1, 1, 1]), kernel_shape=[2, 2],
+                  strides=[2, 2])
     b.output(b.GlobalAveragePool(b.Conv(y, b.const(randn(12, 8, 1, 1)))), "y")
     graph = b.build()
     cm = snipjit.compile(graph)
