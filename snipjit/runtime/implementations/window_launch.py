@@ -1,6 +1,6 @@
 """Channels-last (NHWC) sliding windows on snipjit's generated window kernel (`targets.llvm.window`),
 run on the native pool: depthwise convolution (with bias and a clamp fused), grouped convolution of
-as many channels per group (in and out) as 4 to the level's vector lanes (`grouped_width`: RegNet's),
+as many channels per group (in and out) as 4 to the level's vector lanes, or two vectors (`grouped_width`),
 MaxPool, AveragePool and the global pools.
 
 One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once
@@ -32,6 +32,8 @@ ITEMS_PER_THREAD = 1          # work items wanted per thread: fewer rows than th
 REUSE_WIDTHS = range(2, 8)    # kernel widths with a depthwise kernel reusing inputs across pixels
 REUSE_STRIDES = (1, 2)        # and its column strides
 PAIRED_WIDTHS = (3,)          # kernel widths whose kernel computes two output rows at once (at row stride 1)
+MIN_GROUPED_PIXELS = 4        # the fewest pixels per block of a grouped convolution of two vectors per group
+TWO_VECTOR_WIDTHS = range(2, 6)   # and its kernel widths (7: 14 weight vectors, spilled on AVX-512's 32 registers)
 
 
 @dataclass(frozen=True)
@@ -72,15 +74,17 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, row
                group: int = 0) -> CompiledWindow:
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
     the variant for that kernel width, column stride `sw` and column dilation 1, computing `rows` output
-    rows at once where it can; with `group` too, a grouped convolution's of `group` channels per group, its
-    vectors that wide) at the current ISA level."""
+    rows at once where it can; with `group` too, a grouped convolution's of `group` channels per group: one
+    vector that wide, or whole vectors) at the current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
     kw, rows = (kw, rows) if kw else (0, 1)
-    pixels, vectors = window_blocks(level.vector_registers, kw, rows, bool(group), level.fused_multiply_add)
-    shape = WindowKernel(combine, pixels, vectors, group or level.f32_lanes, level.fused_multiply_add, activation,
-                         kw, sw if kw else 1, rows, level.vector_registers, bool(group))
+    lanes = min(group, level.f32_lanes) if group else level.f32_lanes
+    per_group = group // lanes
+    pixels, vectors = window_blocks(level.vector_registers, kw, rows, per_group, level.fused_multiply_add)
+    shape = WindowKernel(combine, pixels, vectors, lanes, level.fused_multiply_add, activation, kw, sw if kw else 1,
+                         rows, level.vector_registers, per_group)
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -119,12 +123,20 @@ def pack_depthwise(w: np.ndarray) -> PackedDepthwise:
 
 def grouped_width(w_shape: tuple[int, ...], groups: int, window: "Window") -> int:
     """The channels per group with which the window kernel computes a grouped convolution of weights
-    `w_shape` [O, C/groups, KH, KW] (as many outputs as inputs per group, a power of two from 4 to the ISA
-    level's vector width, a kernel width and column stride that reuse inputs, column dilation 1); else 0."""
+    `w_shape` [O, C/groups, KH, KW] (as many outputs as inputs per group: a power of two from 4 to the ISA
+    level's vector width, or two vectors where blocks of at least `MIN_GROUPED_PIXELS` pixels still fit the
+    registers (`TWO_VECTOR_WIDTHS`); a kernel width and column stride that reuse inputs, column dilation 1); else 0."""
     from ...targets.llvm import jit
     o, cg, _, kw = w_shape
-    fits = (o == cg * groups and cg in (4, 8, 16) and cg <= jit.host().level.f32_lanes
-            and kw in REUSE_WIDTHS and window.strides[1] in REUSE_STRIDES and window.dilations[1] == 1)
+    level = jit.host().level
+    lanes = level.f32_lanes
+    if cg == 2 * lanes:   # two vectors per group: their accumulators and 2·kw weight vectors must leave room
+        wide = kw in TWO_VECTOR_WIDTHS and \
+            window_blocks(level.vector_registers, kw, 1, 2, level.fused_multiply_add)[0] >= MIN_GROUPED_PIXELS
+    else:
+        wide = cg in (4, 8, 16) and cg <= lanes
+    fits = (wide and o == cg * groups and kw in REUSE_WIDTHS and window.strides[1] in REUSE_STRIDES
+            and window.dilations[1] == 1)
     return cg if fits else 0
 
 
@@ -254,7 +266,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     pool = get_native_pool()
     work = n * oh * ow * c * kh * kw
     threads = pool.threads if pool is not None and work >= PARALLEL_MIN_TAPS else 1
-    block = vectors * lanes
+    block = kernel.shape.step if kernel.shape.grouped else vectors * lanes
     chunks = 1
     if threads > 1 and c:
         chunks = min(-(-c // block), max(1, -(-threads * ITEMS_PER_THREAD // (n * -(-oh // rows)))))
@@ -266,7 +278,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         if bias is not None:
             full_bias[:c] = np.asarray(bias, np.float32).reshape(c)
         lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
-        params = np.zeros(ZEROS + lanes, np.float32)   # the clamp, and zeros the edge columns read
+        params = np.zeros(ZEROS + block, np.float32)   # the clamp, and zeros the edge columns read
         params[:2] = lo, hi
         held = (weights, full_bias, params)   # (not x and out: a step's output buffer held here would never
     else:                                     # be recycled, and a new one costs a new launch each run)

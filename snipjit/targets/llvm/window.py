@@ -8,11 +8,13 @@ average pooling, global pooling — the same loops, told apart by how a tap comb
 - `mean`: acc += x, scaled by 1 / (taps): every tap of the window with `include_pad`, else the taps
   inside the input.
 
-`grouped` (madd, reusing inputs): a grouped convolution whose groups are each one vector of `lanes` channels in
-and out: acc[o] += Σ_i w[g, kh, kw, i, o] · x[.., g·lanes + i], weights packed group by group [C/lanes,
-KH·KW·lanes, lanes]; one vector per group, a scalar broadcast per input channel and column
-(`_grouped_input_row`). RegNetY's layers of 8 channels per group (Zen 3, AVX2) ran 1.5-2.1× faster than on the
-implicit GEMM's 8-wide block (one thread), which loaded a broadcast per FMA and reached ~30% of the FMA peak.
+`grouped` (madd, reusing inputs): a grouped convolution whose groups are each `grouped` vectors (L = grouped·lanes
+channels) in and out: acc[o] += Σ_i w[g, kh, kw, i, o] · x[.., g·L + i], weights packed group by group [C/L,
+KH·KW·L, L]; a scalar broadcast per input channel and column feeds the group's vectors (`_grouped_input_row`).
+RegNetY's layers of 8 channels per group (Zen 3, AVX2) ran 1.5-2.1× faster than on the implicit GEMM's 8-wide block
+(one thread), which loaded a broadcast per FMA and reached ~30% of the FMA peak; layers of 16 channels per group
+(two vectors, blocks of 4 pixels) 1.0-1.3× (one thread) and 1.0-1.9× (two) as fast as on the GEMM's 16-wide block,
+slower once (14×14×1024, one thread: 0.8×), in two runs.
 
 A global pool is the window covering the whole image (one output pixel). The ABI is the GEMM's (`KernelFunction`):
 `fn(ptrs, dims, begin, end, scratch)` computes work items [begin, end) on the native pool. A work item is one output
@@ -82,7 +84,7 @@ class WindowKernel:
     sw: int = 1     # with kw: the column stride
     rows: int = 1   # with kw: output rows of a work item, 2: computed together where row stride and dilation are 1
     registers: int = 16   # vector registers of the ISA level
-    grouped: bool = False   # with kw: each `lanes` channels are a group of a grouped convolution (see below)
+    grouped: int = 0   # with kw: vectors per group of a grouped convolution (see above; 0: depthwise)
 
     def __post_init__(self):
         if self.combine not in COMBINES:
@@ -91,29 +93,36 @@ class WindowKernel:
             raise ValueError(f"only madd reuses inputs across pixels (kw={self.kw}, combine {self.combine!r})")
         if self.rows not in (1, 2) or (self.rows == 2 and not self.kw):
             raise ValueError(f"a work item is 1 output row, or 2 with kw (rows={self.rows}, kw={self.kw})")
-        if self.grouped and not self.kw:
-            raise ValueError("a grouped convolution's kernel reuses inputs across pixels: it needs kw")
+        if self.grouped and (not self.kw or self.rows != 1):
+            raise ValueError("a grouped convolution's kernel reuses inputs across pixels, one output row at a time")
+
+    @property
+    def step(self) -> int:
+        """Channels of one pass of the reuse path's channel loop: a vector, or a grouped convolution's group."""
+        return self.lanes * max(1, self.grouped)
 
     @property
     def name(self) -> str:
         return (f"snipjit_window_{self.combine}_{self.pixels}x{self.vectors}x{self.lanes}"
                 f"{'' if self.fused else '_mul_add'}{'_' + self.activation if self.activation else ''}"
                 f"{f'_kw{self.kw}' if self.kw else ''}{f'_s{self.sw}' if self.sw != 1 else ''}"
-                f"{f'_r{self.rows}' if self.rows != 1 else ''}{'_grouped' if self.grouped else ''}_v{self.registers}")
+                f"{f'_r{self.rows}' if self.rows != 1 else ''}{f'_grouped{self.grouped}' if self.grouped else ''}"
+                f"_v{self.registers}")
 
 
-def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: bool = False,
+def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: int = 0,
                   fused: bool = True) -> tuple[int, int]:
     """(pixels, vectors) of the widest register block for a register file. On the tap loop: pixels × vectors
     accumulators plus a register per weight vector, leaving room for the input operands and the tail's mask.
     Reusing inputs (`kw`, `rows` output rows): one vector at a time, up to 8 pixels per row whose
     accumulators, a kernel row's kw weight vectors per output row and an input column fit the registers
     (AVX2 at kw 7: 8 + 7 + 1 of 16) — at most 4 pixels would leave the FMAs bound by their latency (each
-    accumulator takes one FMA per input column). A grouped convolution's: up to 8 pixels per row whose
-    accumulators fit beside an input channel's kw weight vectors per output row and a broadcast input; without
-    FMA (`fused`), 4 registers more (x86-64-v2 spilled with fewer: its two-operand multiplies need copies)."""
+    accumulator takes one FMA per input column). A grouped convolution's (`grouped` vectors per group): up to 8
+    pixels per row whose accumulators (`grouped` each) fit beside an input channel's kw weight vectors per
+    group vector and a broadcast input; without FMA (`fused`), 4 registers more (x86-64-v2 spilled with fewer:
+    its two-operand multiplies need copies)."""
     if grouped:
-        return max(1, min(8, (registers - rows * kw - (1 if fused else 5)) // rows)), 1
+        return max(1, min(8, (registers - rows * kw * grouped - (1 if fused else 5)) // (rows * grouped))), 1
     if not kw:
         return (8, 2) if registers >= 32 else (4, 2)
     return max(1, min(8, (registers - rows * kw - 1) // rows)), 1
@@ -199,53 +208,59 @@ def _depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clip
 
 def _grouped_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list,
                        acc: list) -> None:
-    """`_input_row` of a grouped convolution (`lanes` channels per group, from `cv`): per input channel i of
-    the group, its kw weight vectors W[tap, i] (the group's outputs) loaded once, then each of the
-    (pixels - 1)·sw + kw input columns one broadcast feeding the (row, pixel, tap) triples it belongs to, those
-    accumulators pinned before the next column's load. Inside the input's width, the columns' addresses are
-    one base pointer per 3 columns plus 0, 1 or 2 pixel steps (computed once, no arithmetic per channel);
-    clipped, the columns are copied to a stack buffer first, zeros for those outside [0, W), and read there at
-    offsets known when generating (an address select per column and channel measured 1.3× slower at 7 output
-    columns, stride 2)."""
-    b, d, kw, sw, lanes = g.b, g.d, g.shape.kw, g.shape.sw, g.shape.lanes
+    """`_input_row` of a grouped convolution (L = `grouped`·lanes channels per group, from `cv`; acc[t][pixel·
+    grouped + vector]): per input channel i of the group, its kw·grouped weight vectors W[tap, i] loaded once,
+    then each of the (pixels - 1)·sw + kw input columns one broadcast feeding the (row, pixel, tap) triples it
+    belongs to, those accumulators pinned before the next column's load. Inside the input's width, the columns'
+    addresses are one base pointer per 3 columns plus 0, 1 or 2 pixel steps (computed once, no arithmetic per
+    channel); clipped, the columns are copied to a stack buffer first, zeros for those outside [0, W), and read
+    there at offsets known when generating (an address select per column and channel measured 1.3× slower at 7
+    output columns, stride 2)."""
+    b, d, kw, sw, lanes, vectors = g.b, g.d, g.shape.kw, g.shape.sw, g.shape.lanes, g.shape.grouped
+    group = lanes * vectors
     columns = (pixels - 1) * sw + kw
-    group_w = g.at(blk.w, b.mul(cv, b.mul(b.mul(d["KH"], d["KW"]), _c(lanes))))   # the group's weights
+    group_w = g.at(blk.w, b.mul(cv, b.mul(b.mul(d["KH"], d["KW"]), _c(group))))   # the group's weights
     if clipped:   # the columns into a buffer, zeros for those outside [0, W): from there at known offsets
         zeros = g.at(g.p["params"], _c(ZEROS))
-        buffer = g.stack_buffer(columns * lanes)
+        buffer = g.stack_buffer(columns * group)
         for j in range(columns):
             inside = b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"])
-            g.store(g.load(b.select(inside, g.at(x_row, b.mul(d["C"], _c(j))), zeros)), g.at(buffer, _c(j * lanes)))
+            column = b.select(inside, g.at(x_row, b.mul(d["C"], _c(j))), zeros)
+            for v in range(vectors):
+                g.store(g.load(g.at(column, _c(v * lanes))), g.at(buffer, _c(j * group + v * lanes)))
         buffer = pin(b, [buffer])[0]   # (its loads stay loads: not the stored vectors' lanes shuffled)
-        addresses = [g.at(buffer, _c(j * lanes)) for j in range(columns)]
+        addresses = [g.at(buffer, _c(j * group)) for j in range(columns)]
     else:   # a base pointer per 3 columns, each column 0, 1 or 2 C from one (no address arithmetic per channel)
         pinned = pin(b, [g.at(x_row, b.mul(d["C"], _c(j))) for j in range(0, columns, 3)] + [d["C"]])
         bases, step = pinned[:-1], pinned[-1]
         addresses = [g.at(bases[j // 3], b.mul(step, _c(j % 3))) for j in range(columns)]
-    for i in range(lanes):
-        weights = [[g.load(g.at(group_w, b.add(b.mul(first, _c(lanes * lanes)), _c((t * lanes + i) * lanes))))
-                    for t in range(kw)] for first in firsts]
+    for i in range(group):
+        weights = [[[g.load(g.at(group_w, b.add(b.mul(first, _c(group * group)),
+                                                _c((t * group + i) * group + v * lanes))))
+                     for v in range(vectors)] for t in range(kw)] for first in firsts]
         for j, address in enumerate(addresses):
             x = g.splat(b.load(g.at(address, _c(i)), typ=F32))   # (a clipped column: zeros + i, a zero too)
             touched = []
             for t, row in enumerate(acc):
                 for p in range(pixels):
                     if 0 <= j - p * sw < kw:
-                        row[p] = g.combine(row[p], x, weights[t][j - p * sw])
-                        touched.append((row, p))
-            for (row, p), value in zip(touched, pin(b, [row[p] for row, p in touched])):
-                row[p] = value
+                        for v in range(vectors):
+                            row[p * vectors + v] = g.combine(row[p * vectors + v], x, weights[t][j - p * sw][v])
+                            touched.append((row, p * vectors + v))
+            for (row, k), value in zip(touched, pin(b, [row[k] for row, k in touched])):
+                row[k] = value
 
 
 def _accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, rows: int) -> list:
-    """The accumulators [row][pixel] of the channel vector at offset `cv` of a block reusing inputs: one
-    output row over its kernel rows [kh_lo, kh_hi); or two neighbouring rows (row stride and dilation 1,
-    every kernel row inside the input), each of their KH + 1 input rows loaded once for both."""
-    b, d, kw = g.b, g.d, g.shape.kw
-    initial = g.load(g.at(blk.bias, cv))
+    """The accumulators [row][pixel] of the channel vector at offset `cv` of a block reusing inputs (a
+    grouped convolution's: [row][pixel·grouped + vector] of the group at `cv`): one output row over its kernel
+    rows [kh_lo, kh_hi); or two neighbouring rows (row stride and dilation 1, every kernel row inside the input),
+    each of their KH + 1 input rows loaded once for both."""
+    b, d, kw, lanes = g.b, g.d, g.shape.kw, g.shape.lanes
+    initial = [g.load(g.at(blk.bias, b.add(cv, _c(v * lanes)))) for v in range(max(1, g.shape.grouped))]
     if rows == 1:
         kh_loop = CountedLoop(b, "kh", blk.kh_lo, blk.kh_hi, 1)
-        acc = [kh_loop.phi(g.vec, initial) for _ in range(pixels)]
+        acc = [kh_loop.phi(g.vec, value) for _ in range(pixels) for value in initial]
         kh_loop.enter()
         first = b.mul(kh_loop.index, _c(kw))
         x_row = g.at(blk.x, b.load(b.gep(g.p["taps"], [first], source_etype=I64), typ=I64))   # see _accumulate
@@ -255,7 +270,7 @@ def _accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped:
         return [acc]
     row_step = b.mul(d["W"], d["C"])
     x_at = lambda i: g.at(g.at(blk.x, b.mul(i, row_step)), cv)   # noqa: E731 (input row i of the pair's)
-    top, bottom = [initial] * pixels, [initial] * pixels
+    top, bottom = initial * pixels, initial * pixels
     _input_row(g, blk, pixels, cv, clipped, x_at(_c(0)), [_c(0)], [top])   # the top row's kernel row 0
     loop = CountedLoop(b, "kh", _c(1), d["KH"], 1)
     acc = [[loop.phi(g.vec, value) for value in row] for row in (top, bottom)]
@@ -316,20 +331,22 @@ def _block_function(g: WindowBuilder, pixels: int, vectors: int, masked: bool, m
         # one vector at a time, stored before the next: in one loop, or with another vector's results
         # live, or unrolled, LLVM's scheduler loads more inputs up front than registers hold, and spills
         fn.attributes.add("optsize")
-        whole = b.mul(b.sdiv(blk.left, _c(lanes)), _c(lanes))
+        step, vectors = g.shape.step, max(1, g.shape.grouped)
+        whole = b.mul(b.sdiv(blk.left, _c(step)), _c(step))
         run = CountedLoop(b, "block", _c(0), blk.count, 1)
         run.enter()
         columns = b.mul(run.index, _c(pixels * g.shape.sw))
         at = replace(blk, x=g.at(blk.x, b.mul(columns, d["C"])), kw_lo=b.add(blk.kw_lo, columns),
                      out=g.at(blk.out, b.mul(b.mul(run.index, _c(pixels)), d["OC"])))
-        loop = CountedLoop(b, "cv", _c(0), whole, lanes)
+        loop = CountedLoop(b, "cv", _c(0), whole, step)
         loop.enter()
         rows = 2 if mode.endswith("2") else 1
         acc = _accumulate_rows(g, at, pixels, loop.index, mode.startswith("clipped"), rows)
         for r in range(rows):
             out_row = g.at(at.out, b.add(b.mul(_c(r), b.mul(d["OW"], d["OC"])), loop.index))
-            for p, value in enumerate(_finish(g, acc[r], scale, bounds)):
-                g.store(value, g.at(out_row, b.mul(d["OC"], _c(p))))
+            for k, value in enumerate(_finish(g, acc[r], scale, bounds)):
+                p, v = divmod(k, vectors)
+                g.store(value, g.at(out_row, b.add(b.mul(d["OC"], _c(p)), _c(v * lanes))))
         loop.leave()
         run.leave()
         b.ret_void()
@@ -401,10 +418,11 @@ def _reuse_block(g: WindowBuilder, row: _Row, blocks: dict, ow0, pixels: int, ro
     suffix = "2" if rows == 2 else ""
     iw0 = b.sub(b.mul(ow0, _c(sw)), d["pl"])
     x_pixel, out_pixel = g.at(row.x_row, b.mul(iw0, d["C"])), g.at(row.out_row, b.mul(ow0, d["OC"]))
-    whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(lanes)), _c(lanes)))
+    step = g.shape.step
+    whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(step)), _c(step)))
 
     def call(key, x, out, c, kw_lo, kw_hi, count=_c(1)) -> None:
-        w = g.at(g.p["w"], b.mul(c, b.mul(b.mul(d["KH"], d["KW"]), _c(lanes))) if g.shape.grouped else c)
+        w = g.at(g.p["w"], b.mul(c, b.mul(b.mul(d["KH"], d["KW"]), _c(step))) if g.shape.grouped else c)
         b.call(blocks[key], [*row.args, g.at(x, c), w, g.at(g.p["bias"], c), g.at(out, c),
                              row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), count])
 

@@ -92,26 +92,28 @@ def test_an_unknown_combine_is_refused():
 
 
 @pytest.mark.parametrize("cpu, level", [("znver3", isa.AVX2), ("skylake-avx512", isa.AVX512), ("x86-64-v2", isa.SSE)])
-@pytest.mark.parametrize("kw, sw", [(3, 1), (3, 2), (7, 1)])
-def test_a_grouped_kernel_s_blocks_broadcast_each_column_once_per_channel_without_spills(cpu, level, kw, sw):
-    """The grouped variant (as many channels per group as lanes): per input row and channel of the group,
-    each input column broadcast once (AVX-512: at most, it may fold them into the FMAs), kw weight vectors
+@pytest.mark.parametrize("kw, sw, vectors", [(3, 1, 1), (3, 2, 1), (7, 1, 1), (3, 1, 2), (5, 1, 2)])
+def test_a_grouped_kernel_s_blocks_broadcast_each_column_once_per_channel_without_spills(cpu, level, kw, sw, vectors):
+    """The grouped variant (one or two vectors per group): per input row and channel of the group, each input
+    column broadcast once (AVX-512: at most, it may fold them into the FMAs), kw weight vectors per group vector
     loaded once, no mask, no vector spill, in the widest block inside the input and clipped."""
-    pixels, _ = window_blocks(level.vector_registers, kw, 1, True, level.fused_multiply_add)
+    pixels, _ = window_blocks(level.vector_registers, kw, 1, vectors, level.fused_multiply_add)
+    if vectors == 2 and pixels < 4:
+        pytest.skip(f"two vectors per group at kernel width {kw} leave {pixels} pixels per block: not taken")
     shape = WindowKernel("madd", pixels, 1, level.f32_lanes, level.fused_multiply_add, kw=kw, sw=sw,
-                         registers=level.vector_registers, grouped=True)
+                         registers=level.vector_registers, grouped=vectors)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
     assert len(bodies) == 1 + 3 * shape.pixels   # the kernel, blocks inside and clipped, a row function per width
     assert not any(masked(body) for body in bodies.values())
     register = {isa.AVX512: "zmm", isa.AVX2: "ymm", isa.SSE: "xmm"}[level]
     product = "vfmadd" if level.fused_multiply_add else "mulps"
-    columns = (pixels - 1) * sw + kw
+    columns, group = (pixels - 1) * sw + kw, level.f32_lanes * vectors
     for mode in ("reuse", "clipped"):
         loops = [loop for loop in innermost_loops(bodies[f"{shape.name}_{pixels}x1_{mode}"])
                  if any(product in line for line in loop)]
         assert len(loops) == 1   # the kernel rows' loop
         loop = loops[0]
-        assert sum(product in line for line in loop) == level.f32_lanes * pixels * kw
+        assert sum(product in line for line in loop) == group * pixels * kw * vectors
         broadcasts = sum(re.search(r"vbroadcastss|shufps", line) is not None for line in loop)   # (SSE: movss, shufps)
-        assert broadcasts <= level.f32_lanes * columns
+        assert broadcasts <= group * columns
         assert not [line for line in loop if re.search(rf"\(%rsp\).*{register}|{register}.*\(%rsp\)", line)]
