@@ -125,7 +125,8 @@ def grouped_width(w_shape: tuple[int, ...], groups: int, window: "Window") -> in
     """The channels per group with which the window kernel computes a grouped convolution of weights
     `w_shape` [O, C/groups, KH, KW] (as many outputs as inputs per group: a power of two from 4 to the ISA
     level's vector width, or two vectors where blocks of at least `MIN_GROUPED_PIXELS` pixels still fit the
-    registers (`TWO_VECTOR_WIDTHS`); a kernel width and column stride that reuse inputs, column dilation 1); else 0."""
+    registers (`TWO_VECTOR_WIDTHS`); a kernel width and column stride that reuse inputs, column dilation 1);
+    else 0."""
     from ...targets.llvm import jit
     o, cg, _, kw = w_shape
     level = jit.host().level

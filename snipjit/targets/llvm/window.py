@@ -239,7 +239,7 @@ def _grouped_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clippe
                                                 _c((t * group + i) * group + v * lanes))))
                      for v in range(vectors)] for t in range(kw)] for first in firsts]
         for j, address in enumerate(addresses):
-            x = g.splat(b.load(g.at(address, _c(i)), typ=F32))   # (a clipped column: zeros + i, a zero too)
+            x = g.splat(b.load(g.at(address, _c(i)), typ=F32))
             touched = []
             for t, row in enumerate(acc):
                 for p in range(pixels):
