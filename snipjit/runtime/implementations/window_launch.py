@@ -121,6 +121,12 @@ def pack_depthwise(w: np.ndarray) -> PackedDepthwise:
     return PackedDepthwise(data, c, (kh, kw))
 
 
+def _reuses(window: "Window") -> bool:
+    """Whether a convolution kernel reusing inputs across pixels takes the window's columns: its kernel
+    width, column stride and column dilation 1."""
+    return window.kernel[1] in REUSE_WIDTHS and window.strides[1] in REUSE_STRIDES and window.dilations[1] == 1
+
+
 def grouped_width(w_shape: tuple[int, ...], groups: int, window: "Window") -> int:
     """The channels per group with which the window kernel computes a grouped convolution of weights
     `w_shape` [O, C/groups, KH, KW] (as many outputs as inputs per group: a power of two from 4 to the ISA
@@ -136,9 +142,7 @@ def grouped_width(w_shape: tuple[int, ...], groups: int, window: "Window") -> in
             window_blocks(level.vector_registers, kw, 1, 2, level.fused_multiply_add)[0] >= MIN_GROUPED_PIXELS
     else:
         wide = cg in (4, 8, 16) and cg <= lanes
-    fits = (wide and o == cg * groups and kw in REUSE_WIDTHS and window.strides[1] in REUSE_STRIDES
-            and window.dilations[1] == 1)
-    return cg if fits else 0
+    return cg if wide and o == cg * groups and _reuses(window) else 0
 
 
 @dataclass(frozen=True)
@@ -235,8 +239,8 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
     dilation have one, the variant reusing inputs across pixels (two output rows at once for the paired
     widths at row stride and dilation 1); a grouped convolution's (`group` channels per group, which
     `grouped_width` gave) reuses them too."""
-    (sh, sw), (dh, dw), kw = window.strides, window.dilations, window.kernel[1]
-    reuse = combine == "madd" and sw in REUSE_STRIDES and dw == 1 and kw in REUSE_WIDTHS
+    (sh, sw), dh, kw = window.strides, window.dilations[0], window.kernel[1]
+    reuse = combine == "madd" and _reuses(window)
     if group and not reuse:
         raise ValueError(f"no grouped window kernel for window {window}")
     rows = 2 if reuse and not group and kw in PAIRED_WIDTHS and sh == dh == 1 else 1

@@ -97,9 +97,14 @@ class WindowKernel:
             raise ValueError("a grouped convolution's kernel reuses inputs across pixels, one output row at a time")
 
     @property
+    def step_vectors(self) -> int:
+        """Vectors of one pass of the reuse path's channel loop: one, or a grouped convolution's group's."""
+        return max(1, self.grouped)
+
+    @property
     def step(self) -> int:
-        """Channels of one pass of the reuse path's channel loop: a vector, or a grouped convolution's group."""
-        return self.lanes * max(1, self.grouped)
+        """Channels of one pass of the reuse path's channel loop."""
+        return self.lanes * self.step_vectors
 
     @property
     def name(self) -> str:
@@ -257,7 +262,7 @@ def _accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped:
     rows [kh_lo, kh_hi); or two neighbouring rows (row stride and dilation 1, every kernel row inside the input),
     each of their KH + 1 input rows loaded once for both."""
     b, d, kw, lanes = g.b, g.d, g.shape.kw, g.shape.lanes
-    initial = [g.load(g.at(blk.bias, b.add(cv, _c(v * lanes)))) for v in range(max(1, g.shape.grouped))]
+    initial = [g.load(g.at(blk.bias, b.add(cv, _c(v * lanes)))) for v in range(g.shape.step_vectors)]
     if rows == 1:
         kh_loop = CountedLoop(b, "kh", blk.kh_lo, blk.kh_hi, 1)
         acc = [kh_loop.phi(g.vec, value) for _ in range(pixels) for value in initial]
@@ -331,7 +336,7 @@ def _block_function(g: WindowBuilder, pixels: int, vectors: int, masked: bool, m
         # one vector at a time, stored before the next: in one loop, or with another vector's results
         # live, or unrolled, LLVM's scheduler loads more inputs up front than registers hold, and spills
         fn.attributes.add("optsize")
-        step, vectors = g.shape.step, max(1, g.shape.grouped)
+        step, vectors = g.shape.step, g.shape.step_vectors
         whole = b.mul(b.sdiv(blk.left, _c(step)), _c(step))
         run = CountedLoop(b, "block", _c(0), blk.count, 1)
         run.enter()
