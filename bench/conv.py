@@ -7,7 +7,9 @@ BatchNorm folding) runs as snipjit's prepared launch (`conv_launch`, repeats=Tru
 as the runtime's arena places them; the first layer reads its NCHW image in place, as in the network)
 and as a one-node ONNX model (Conv + Relu, NCHW) in ONNX Runtime with its input and output bound once.
 The engines alternate in this one process, round by round, each timed for a fixed time per round; the
-FMA peak (a register-only FMA loop, `bench.gemm`) is measured in the same run. The 3×3 convolutions of
+FMA peak (a register-only FMA loop, `bench.gemm`) is measured before each round too: "of peak" is the median
+of the rounds' rate over that round's peak (the peak alone moved 148-193 GFLOP/s between runs on Zen 3, two
+threads; a peak taken once at the start skewed every ratio of the run). The 3×3 convolutions of
 stride 1 that the network runs as Winograd's (`winograd_launch.choose_tile`) are timed that way too, in
 GFLOP/s of the direct convolution's work ("as run": the ratio to ORT of the way the network runs it).
 `--int8` also times the int8 convolution of the same shapes (`conv_int8_launch`), in GOP/s. `--grouped` times
@@ -18,11 +20,12 @@ level's vectors hold a group: `window_launch.grouped_width`).
 from __future__ import annotations
 
 import statistics
+import time
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.gemm import cpu_model, fma_peak, layer_parser, seconds_per_call, use_threads
+from bench.gemm import SETTLE_SECONDS, cpu_model, fma_peak, layer_parser, seconds_per_call, use_threads
 from bench.window import ort_engine
 
 # (H, W, C, O, kernel, stride, pad, count in the network)
@@ -130,27 +133,34 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'H×W×C→O k s':>22} {'n':>2} {'snipjit':>8} {'of peak':>8} {alternative:>9} {'ORT':>8} {'as run':>7}"
           + (f" {'int8 GOP/s':>11}" if args.int8 else ""))
     total = {"snipjit": 0.0, "as run": 0.0, "onnxruntime": 0.0}
+    all_peaks: list[float] = []
     for shape in shapes:
         found, flops, error, _arrays = engines(shape, args.threads, args.int8)   # (held while the engines run)
         if error > 1e-4:
             raise AssertionError(f"snipjit's convolution {shape} differs from ONNX Runtime's by {error:.2e}")
         times: dict[str, list[float]] = {name: [] for name in found}
+        peaks = []   # the FMA peak again each round: this machine's clock moves between phases of seconds
         for _ in range(args.rounds):
+            time.sleep(SETTLE_SECONDS)
+            peaks.append(fma_peak(args.threads, 1))
             for name, fn in found.items():
                 times[name].append(seconds_per_call(fn, args.budget))
         seconds = {name: statistics.median(t) for name, t in times.items()}
+        of_peak = statistics.median(flops / t / 1e9 / p for t, p in zip(times["snipjit"], peaks))
+        all_peaks += peaks
         seconds["as run"] = seconds.get(f"snipjit {alternative}", seconds["snipjit"])
         rate = {name: flops / t / 1e9 for name, t in seconds.items()}
         for name in total:
             total[name] += shape[7] * seconds[name]
         h, w, c, o, k, s, _, count = shape[:8]
         other = f"{rate[f'snipjit {alternative}']:9.1f}" if f"snipjit {alternative}" in rate else f"{'-':>9}"
-        print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {rate['snipjit'] / peak:8.0%} "
+        print(f"{f'{h}×{w}×{c}→{o} {k} {s}':>22} {count:>2} {rate['snipjit']:8.1f} {of_peak:8.0%} "
               f"{other} {rate['onnxruntime']:8.1f} {rate['as run'] / rate['onnxruntime']:7.2f}"
               + (f" {rate.get('snipjit int8', float('nan')):11.1f}" if args.int8 else ""))
     print(f"all of {network} convolutions: snipjit {total['snipjit'] * 1e3:.2f} ms (direct), "
           f"{total['as run'] * 1e3:.2f} ms (as the network runs them), "
-          f"ONNX Runtime {total['onnxruntime'] * 1e3:.2f} ms")
+          f"ONNX Runtime {total['onnxruntime'] * 1e3:.2f} ms; the FMA peak of the rounds "
+          f"{min(all_peaks):.1f}-{max(all_peaks):.1f} GFLOP/s")
 
 
 if __name__ == "__main__":
