@@ -80,7 +80,8 @@ def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False
     convolution kernel."""
     if geometry.pointwise and not planar and pixel_rows:
         return packed.kernel.for_products(activation)
-    return packed.kernel.for_convolution(planar, activation, (geometry.kernel[1], packed.cg))
+    column_stride = geometry.strides[1] if geometry.dilations[1] == 1 else 0
+    return packed.kernel.for_convolution(planar, activation, (geometry.kernel[1], packed.cg, column_stride))
 
 
 def _pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.ndarray, bias: np.ndarray | None,
@@ -164,7 +165,9 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     channel_stride = h * w if planar else 1
     # what a tap in the padding reads instead of a pixel: its cg channels, channel_stride apart, or a
     # kernel row (np.zeros maps untouched pages to the zero page: the long stride costs no memory)
-    zeros = np.zeros(max((cg - 1) * channel_stride + 1, (kw - 1) * dw + 1 if planar else run), np.float32)
+    # (a planar kernel of a fixed column stride reads a block's rows a stride apart from the zero row too)
+    line = ((kernel.mr - 1) * sw if kernel.shape.column_stride else 0) + (kw - 1) * dw + 1
+    zeros = np.zeros(max((cg - 1) * channel_stride + 1, line if planar else run), np.float32)
     ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros, residual)
     return packed_product(kernel, groups, m, k, n, ptrs, packed, lda=0, a_batch=cg * channel_stride,
                           ldc=out.strides[2] // 4, c_batch=n, bias=bias, bias_batch=n,

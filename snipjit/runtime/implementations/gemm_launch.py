@@ -81,24 +81,25 @@ class GemmKernel:
         kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
         return k if k <= kc else kc
 
-    def for_convolution(self, planar: bool = False, activation: str = "", window: tuple[int, int] = (0, 0)
+    def for_convolution(self, planar: bool = False, activation: str = "", window: tuple[int, int, int] = (0, 0, 0)
                         ) -> "GemmKernel":
         """The kernel of the same register block reading A through a convolution's window (of an NCHW
         image when `planar`, else NHWC), applying `activation` (a math-library function) before the
         store. A planar image is a network's input (at most 4 channels): its K loop runs along a kernel
-        row, not over a tap's few channels; given the `window` (kernel width, channels; ignored for
-        NHWC), a kernel of a width up to `UNROLLED_WIDTH` unrolls a kernel row's taps and channels."""
+        row, not over a tap's few channels; given the `window` (kernel width, channels, column stride or 0
+        for any; ignored for NHWC), a kernel of a width up to `UNROLLED_WIDTH` unrolls a kernel row's taps
+        and channels, and with a column stride (column dilation 1) finds its rows at constant offsets."""
         unroll = 1 if planar else self.shape.unroll
-        width, channels = window if planar and window[0] <= UNROLLED_WIDTH else (0, 0)
+        width, channels, stride = window if planar and window[0] <= UNROLLED_WIDTH else (0, 0, 0)
         shape = replace(self.shape, conv=True, planar=planar, unroll=unroll, activation=activation,
-                        kernel_width=width, channels=channels)
+                        kernel_width=width, channels=channels, column_stride=stride)
         return replace(self, shape=shape)
 
     def for_products(self, activation: str = "") -> "GemmKernel":
         """The kernel of the same register block reading A as rows (a plain product) that applies a
         convolution's epilogue: residual, `activation`, clamp."""
-        shape = replace(self.shape, conv=False, planar=False, kernel_width=0, channels=0, activation=activation,
-                        epilogue=True)
+        shape = replace(self.shape, conv=False, planar=False, kernel_width=0, channels=0, column_stride=0,
+                        activation=activation, epilogue=True)
         return replace(self, shape=shape)
 
 

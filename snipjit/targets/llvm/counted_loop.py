@@ -27,16 +27,17 @@ def memory_barrier(b: ir.IRBuilder) -> None:
     b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True), [])
 
 
-def pin(b: ir.IRBuilder, values: list) -> list:
+def pin(b: ir.IRBuilder, values: list, barrier: bool = True) -> list:
     """`values` as they are, through a memory barrier that takes and returns them in registers (vectors in
     vector registers, integers and pointers in general ones): LLVM computes them before it (past a plain
     barrier, arithmetic may still sink below later loads, whose results then wait for it in spilled
     registers), and cannot derive later values from what they were computed from (a pinned pointer is
-    kept, not recomputed or folded into others' addresses)."""
+    kept, not recomputed or folded into others' addresses). Without the `barrier`, only the latter:
+    instructions still move across it freely."""
     typ = values[0].type if len(values) == 1 else ir.LiteralStructType([v.type for v in values])
     outputs = ["=v" if isinstance(v.type, ir.VectorType) else "=r" for v in values]
-    constraints = ",".join(outputs + [str(i) for i in range(len(values))] + ["~{memory}"])
-    asm = ir.InlineAsm(ir.FunctionType(typ, [v.type for v in values]), "", constraints, side_effect=True)
+    constraints = ",".join(outputs + [str(i) for i in range(len(values))] + (["~{memory}"] if barrier else []))
+    asm = ir.InlineAsm(ir.FunctionType(typ, [v.type for v in values]), "", constraints, side_effect=barrier)
     result = b.call(asm, values)
     return [result] if len(values) == 1 else [b.extract_value(result, i) for i in range(len(values))]
 

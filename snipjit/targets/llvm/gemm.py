@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c
+from .counted_loop import I64, CountedLoop, i64 as _c, pin
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -78,6 +78,7 @@ class MicroKernel:
     planar: bool = False  # ... an NCHW image: its channels are planes (else contiguous: NHWC)
     kernel_width: int = 0  # a planar kernel's window width, if fixed: its K loop along kernel rows unrolled
     channels: int = 0      # ... and its channels, if fixed too (with the width): a kernel row's channels unrolled
+    column_stride: int = 0  # ... and its column stride, if fixed too (column dilation 1): rows at constant offsets
     activation: str = ""  # a convolution's activation before the store: a math-library function
     epilogue: bool = False   # a plain product that applies the residual, activation and clamp (a conv always does)
 
@@ -89,7 +90,8 @@ class MicroKernel:
     def name(self) -> str:
         plain = "gemm_epilogue" if self.epilogue else "gemm"
         kind = ("planar_conv" if self.planar else "conv") if self.conv else plain
-        window = f"_w{self.kernel_width}" + (f"_c{self.channels}" if self.channels else "") if self.kernel_width else ""
+        fixed = (("w", self.kernel_width), ("c", self.channels), ("s", self.column_stride))
+        window = "".join(f"_{key}{value}" for key, value in fixed if value and self.kernel_width)
         return (f"snipjit_{kind}_{self.mr}x{self.vectors}x{self.lanes}_u{self.unroll}{'' if self.fused else '_mul_add'}"
                 f"{'_' + self.activation if self.activation else ''}{window}")
 
@@ -353,7 +355,9 @@ def _window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list
     inside = b.icmp_unsigned("<", y, d["H"])
     pixel = b.add(b.add(first, b.mul(c, d["channel_stride"])), b.mul(b.mul(y, d["W"]), d["pixel_stride"]))
     a_rows = [b.select(inside, g.at(p.a_base, pixel), zeros)]
-    row_step = b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
+    # a fixed column stride: rows at known offsets (outside the image too: the zero row is as long as a line)
+    row_step = _c(shape.column_stride) if shape.column_stride else \
+        b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
     while len(a_rows) < len(output_pixels):
         a_rows.append(g.at(a_rows[-1], row_step))
     b_line = g.at(p.b_base, b.mul(b.add(b.mul(kh, run), c), p.ldb))
@@ -367,12 +371,15 @@ def _window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list
             summed, _ = _k_loop(g, "ktail", k, _c(0), 1, summed, ends, b_end, p.ldb)
         next_c = b.add(c, _c(1))
     elif shape.channels:   # the kernel row's every channel, unrolled
-        b_stride = b.mul(d["cg"], p.ldb)               # from a tap's row of B to the next column's
+        b_stride = b.mul(_c(shape.channels), p.ldb)    # from a tap's row of B to the next column's
         plane, summed = b.select(inside, d["channel_stride"], _c(0)), carried
         for ch in range(shape.channels):
             rows = [g.at(row, b.mul(_c(ch), plane)) for row in a_rows]
-            summed, _ = _k_loop(g, f"kw{ch}", _c(0), width, shape.kernel_width, summed, rows,
-                                g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride, d["dil_w"])
+            if shape.column_stride:
+                summed = _fixed_stride_line(g, summed, rows[0], g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride)
+            else:
+                summed, _ = _k_loop(g, f"kw{ch}", _c(0), width, shape.kernel_width, summed, rows,
+                                    g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride, d["dil_w"])
         next_c = _c(shape.channels)
     else:
         summed, _ = _k_loop(g, "kw", _c(0), width, shape.kernel_width or 1, carried, a_rows, b_line,
@@ -380,6 +387,22 @@ def _window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list
         next_c = b.add(c, _c(1))
     lines.leave(_next_position(b, kh, c, next_c, per_row) + list(zip(_flat(carried), _flat(summed))))
     return carried
+
+
+def _fixed_stride_line(g: _Builder, acc: list, first, b_line, b_stride) -> list:
+    """One channel's taps of a planar line of fixed width and column stride: row j of tap t at `first` + t +
+    j·stride, offsets known when generating from each tap's first address, which passes `pin` (unpinned, LLVM
+    keeps row j's broadcast of tap t + stride for row j + 1's tap t, and spills them); each row's FMAs pass
+    `pin` before the next row's broadcast (else a tap's broadcasts are loaded up front, and spilled)."""
+    b, shape, acc = g.b, g.shape, list(acc)
+    for t in range(shape.kernel_width):
+        base = pin(b, [g.at(first, _c(t))], barrier=False)[0]
+        b_row = g.at(b_line, b.mul(_c(t), b_stride))
+        bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(len(acc[0]))]
+        for j, row in enumerate(acc):
+            a = g.splat(b.load(g.at(base, _c(j * shape.column_stride)), typ=F32), F32)
+            acc[j] = pin(b, [g.multiply_add(a, bv[v], value) for v, value in enumerate(row)])
+    return acc
 
 
 def _next_position(b: ir.IRBuilder, outer, inner, next_inner, count) -> list:

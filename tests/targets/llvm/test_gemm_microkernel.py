@@ -1,7 +1,8 @@
 """The GEMM microkernel's machine code on CPUs other than this one (LLVM compiles for any x86 CPU name):
 the hot K loop of every register block the runtime uses, in products and in convolutions, holds its
 FMAs, no masked load or store and no stack access (no register spills), on AVX2 and on AVX-512 CPUs.
-(A convolution of an NCHW image, a network's 3-channel input, unrolls a kernel row: no hot loop.)"""
+(A convolution of an NCHW image, a network's 3-channel input, unrolls a kernel row and its channels: its hot loop
+is the one over kernel rows, which keeps every vector in registers for a fixed column stride.)"""
 import re
 
 import pytest
@@ -31,3 +32,19 @@ def test_the_portable_level_multiplies_and_adds_without_library_calls():
     shape = MicroKernel(mr, vectors, isa.SSE.f32_lanes, unroll, fused=False)
     asm = jit.assembly_for(gemm_module(shape), "x86-64-v2")
     assert "call" not in asm and "mulps" in asm and "ymm" not in asm
+
+
+@pytest.mark.parametrize("cpu, level", CPUS)
+@pytest.mark.parametrize("block", ["wide", "narrow"])
+@pytest.mark.parametrize("width, stride", [(7, 2), (3, 2), (4, 4), (3, 1)])
+def test_a_first_layers_kernel_rows_keep_their_vectors_in_registers(cpu, level, block, width, stride):
+    """A network's first layer (3 channels, NCHW): each kernel row's taps and channels unrolled, its rows at
+    offsets known when generating — with the column stride a runtime value, AVX-512's 7×7 rows spilled
+    ~170 vectors each."""
+    mr, vectors, _ = register_blocks(level.vector_registers)[["wide", "narrow"].index(block)]
+    shape = MicroKernel(mr, vectors, level.f32_lanes, 1, conv=True, planar=True, kernel_width=width, channels=3,
+                        column_stride=stride)
+    loop = hot_loop(jit.assembly_for(gemm_module(shape), cpu))
+    register = "zmm" if level is isa.AVX512 else "ymm"
+    assert sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop) == mr * vectors * width * 3
+    assert not [line for line in loop if "(%rsp)" in line and f"%{register}" in line]
