@@ -1,6 +1,6 @@
 """The attention microkernel: O = softmax(masks(Q·Kᵀ·scale))·V, a block of query rows at a time, the
 block of scores never leaving the thread's scratchpad (the Snippets MHA pattern: two block products
-around a fused softmax). Both products are the GEMM generator's K loop (`gemm._k_loop`) on register
+around a fused softmax). Both products are the GEMM generator's K loop (`gemm_builder.k_loop`) on register
 blocks of its kind; nothing here multiplies matrices another way.
 
 A work item is a chunk of query rows of one (batch entry, head); the kernel follows the `KernelFunction`
@@ -42,7 +42,7 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c, memory_barrier
-from .gemm import F32, I32, _Builder, _k_loop
+from .gemm_builder import F32, I32, GemmBuilder, k_loop
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
         "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "m2_b", "m2_h", "m2_s", "keep_b", "keep_h", "keep_s", "group",
@@ -88,7 +88,7 @@ class AttentionKernel:
         return kb * d + self.mr * kb + self.mr * self.lanes + chunk_rows * (dv + 2)
 
 
-def _transposed(g: _Builder, rows: list) -> list:
+def _transposed(g: GemmBuilder, rows: list) -> list:
     """The lanes × lanes block `rows` transposed: one exchange stage per bit of the lane index (in stage w,
     rows r and r^w swap the lanes whose bit w differs from r's), log2(lanes) · lanes shuffles."""
     b, lanes, w = g.b, g.shape.lanes, 1
@@ -102,7 +102,7 @@ def _transposed(g: _Builder, rows: list) -> list:
     return rows
 
 
-def _pack_keys(g: _Builder, k_base, packed, scale, count) -> None:
+def _pack_keys(g: GemmBuilder, k_base, packed, scale, count) -> None:
     """Keys [0, count) of `k_base` (the key block's first), transposed and times the scale, into `packed`:
     key j, depth t at (j // NR)·D·NR + t·NR + j % NR; zeros up to the next whole panel. Keys with
     contiguous depths are moved as lanes × lanes blocks transposed in registers; the last keys (and any
@@ -146,7 +146,7 @@ def _pack_keys(g: _Builder, k_base, packed, scale, count) -> None:
     keys.leave()
 
 
-def _maximum(g: _Builder, x, y):
+def _maximum(g: GemmBuilder, x, y):
     return g.b.select(g.b.fcmp_ordered(">", y, x), y, x)
 
 
@@ -162,7 +162,7 @@ class _Block:
     cap: ir.Value | None   # the soft cap (`capped`)
 
 
-def _masked(g: _Builder, block: _Block, j: int, at, inside, value):
+def _masked(g: GemmBuilder, block: _Block, j: int, at, inside, value):
     """The score `value` of row j at keys [at, at + lanes) after the masks (`inside`: the lanes < Sk)."""
     b, shape, lanes = g.b, g.shape, g.shape.lanes
 
@@ -183,7 +183,7 @@ def _masked(g: _Builder, block: _Block, j: int, at, inside, value):
     return value
 
 
-def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) -> None:
+def _scores(g: GemmBuilder, q_rows, block: _Block, packed, scores, padded, maxima) -> None:
     """The scores block [mr, padded] = Q rows · packed Kᵀ (the key block), masked, one NR-key panel at a
     time, up to the block's count; keys past it (or a causal row's position) score -inf. Each row's
     maximum (a vector) goes to `maxima`."""
@@ -197,9 +197,9 @@ def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) 
     panels.enter()
     panel = g.at(packed, b.mul(panels.index, b.mul(d["D"], _c(shape.nr))))
     acc = [[g.zero] * shape.score_vectors for _ in q_rows]
-    acc, k = _k_loop(g, "qk", _c(0), d["D"], shape.unroll, acc, q_rows, panel, _c(shape.nr))
+    acc, k = k_loop(g, "qk", _c(0), d["D"], shape.unroll, acc, q_rows, panel, _c(shape.nr))
     if shape.unroll > 1:
-        acc, _ = _k_loop(g, "qk.tail", k, d["D"], 1, acc, q_rows, panel, _c(shape.nr))
+        acc, _ = k_loop(g, "qk.tail", k, d["D"], 1, acc, q_rows, panel, _c(shape.nr))
     column = b.mul(panels.index, _c(shape.nr))
     starts = [b.add(column, _c(v * lanes)) for v in range(shape.score_vectors)]
     inside = [b.icmp_signed("<", lane_ids, g.splat(b.sub(block.count, at), I64)) for at in starts]
@@ -229,7 +229,7 @@ def _scores(g: _Builder, q_rows, block: _Block, packed, scores, padded, maxima) 
     panels.leave()
 
 
-def _tree(g: _Builder, vector, combine):
+def _tree(g: GemmBuilder, vector, combine):
     """All lanes of `vector` combined pairwise in log2(lanes) steps (an ordered reduction would chain
     `lanes` dependent additions per row); lane 0 of the result."""
     b, lanes = g.b, g.shape.lanes
@@ -242,7 +242,7 @@ def _tree(g: _Builder, vector, combine):
     return b.extract_element(vector, ir.Constant(I32, 0))
 
 
-def _softmax_row(g: _Builder, row, top, count):
+def _softmax_row(g: GemmBuilder, row, top, count):
     """exp(score - top) over the row's `count` scores, in place (past them: 0); returns the sum."""
     b, lanes = g.b, g.shape.lanes
     vectors = b.sdiv(b.add(count, _c(lanes - 1)), _c(lanes))
@@ -261,7 +261,7 @@ SKIPPED_AT_MOST = -1e30   # a key whose mask is this low in a row with a mask th
 SEEN_AT_LEAST = -1e20     # ... scores below the row's maximum by more than 1e29: its exponential is 0
 
 
-def _needed_end(g: _Builder, row):
+def _needed_end(g: GemmBuilder, row):
     """The end of the keys a row of the mask (at key 0) needs: one past its last key masked above
     SKIPPED_AT_MOST (or NaN) when the row has a key masked at least SEEN_AT_LEAST, else all Sk keys. The
     keys past it add exp(score - maximum) = 0 exactly, for finite scores under 1e29."""
@@ -285,7 +285,7 @@ def _needed_end(g: _Builder, row):
     return b.select(any_high, b.add(b.sext(top, I64), _c(1)), d["Sk"])
 
 
-def _scalar_exp(g: _Builder, x):
+def _scalar_exp(g: GemmBuilder, x):
     """exp of a scalar, through the vector function."""
     vector = vmath.emit(g.b, "exp", g.splat(x, F32), fused_multiply_add=g.shape.fused)
     return g.b.extract_element(vector, ir.Constant(I32, 0))
@@ -305,7 +305,7 @@ class _Item:
     totals: ir.Value
 
 
-def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padded, row_max, fill, cap) -> None:
+def _row_block(g: GemmBuilder, item: _Item, start, k0, count, packed, scores, padded, row_max, fill, cap) -> None:
     """One block of query rows against one block of keys (online softmax): the scores, the new row
     maxima, exp, and the chunk's output rows and sums rescaled and accumulated."""
     b, d, shape, lanes = g.b, g.d, g.shape, g.shape.lanes
@@ -353,9 +353,9 @@ def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padde
         sum_rows = [g.at(item.sums, b.add(b.mul(b.sub(r, item.first_row), d["Dv"]), column)) for r in rows]
         acc = [[b.fmul(g.splat(factors[j], F32), g.load(g.at(sum_rows[j], _c(v * lanes))))
                 for v in range(shape.out_vectors)] for j in range(shape.mr)]
-        acc, k = _k_loop(g, "pv", _c(0), count, shape.unroll, acc, p_rows, v_panel, d["v_s"])
+        acc, k = k_loop(g, "pv", _c(0), count, shape.unroll, acc, p_rows, v_panel, d["v_s"])
         if shape.unroll > 1:
-            acc, _ = _k_loop(g, "pv.tail", k, count, 1, acc, p_rows, v_panel, d["v_s"])
+            acc, _ = k_loop(g, "pv.tail", k, count, 1, acc, p_rows, v_panel, d["v_s"])
         for j in range(shape.mr):
             for v, value in enumerate(acc[j]):
                 g.store(value, g.at(sum_rows[j], _c(v * lanes)))
@@ -370,7 +370,7 @@ def _row_block(g: _Builder, item: _Item, start, k0, count, packed, scores, padde
 
 def attention_module(shape: AttentionKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
-    g = _Builder(shape, DIMS, PTRS)   # (the builder needs of a shape its lanes, name and FMA)
+    g = GemmBuilder(shape, DIMS, PTRS)   # (the builder needs of a shape its lanes, name and FMA)
     b, d, lanes = g.b, g.d, shape.lanes
     module = g.module
     g.masked_load_i8 = ir.Function(module, ir.FunctionType(ir.VectorType(I8, lanes), [

@@ -7,7 +7,7 @@ Buffers for what it reads from them and writes for them (InsertBuffers), and nam
 the second-innermost dim when a row loop holds the nests (`subgraph_compiler.brgemm_rows`); rows are
 contiguous along K and N, in any layout of the other dims. B is [K, N] with rows `ldb` elements apart (its
 own dims are not indexed by the kernel's domain). The product is the GEMM generator's K loop
-(`gemm._k_loop`) on blocks of up to MAX_ROWS rows × `vectors` vectors, so each vector of B loaded serves
+(`gemm_builder.k_loop`) on blocks of up to MAX_ROWS rows × `vectors` vectors, so each vector of B loaded serves
 every row of the block; columns past the last whole panel go a vector at a time with masked loads and
 stores.
 """
@@ -22,7 +22,8 @@ from ...snippets.lowered.memory import stride
 from ...snippets.target_machine import Emitter
 from . import jit
 from .counted_loop import CountedLoop, i64 as _c
-from .gemm import F32, MicroKernel, _Builder, _k_loop
+from .gemm import MicroKernel
+from .gemm_builder import F32, GemmBuilder, k_loop
 from .kernel_emitter import I64, KernelContext, splat
 
 UNROLL = 4
@@ -49,7 +50,7 @@ class BrgemmEmitter(Emitter):
         level = jit.host().level
         vectors = 4 if level.vector_registers >= 32 else 2
         rows = min(MAX_ROWS, (level.vector_registers - vectors - 1) // vectors)
-        g = _Builder.inside(ctx.builder, MicroKernel(rows, vectors, ctx.lanes, UNROLL, level.fused_multiply_add))
+        g = GemmBuilder.inside(ctx.builder, MicroKernel(rows, vectors, ctx.lanes, UNROLL, level.fused_multiply_add))
         b = ctx.builder
         blocks = CountedLoop(b, f"brgemm{expr.uid}.m", _c(0), b.sub(ops.m, _c(rows - 1)), rows)
         blocks.enter()
@@ -60,7 +61,7 @@ class BrgemmEmitter(Emitter):
         self._rows(ctx, g, expr, ops, rest.index, 1, vectors)
         rest.leave()
 
-    def _rows(self, ctx: KernelContext, g: _Builder, expr, ops: _Operands, first, rows: int, vectors: int) -> None:
+    def _rows(self, ctx: KernelContext, g: GemmBuilder, expr, ops: _Operands, first, rows: int, vectors: int) -> None:
         """C[first : first + rows] = A[first : first + rows] · B: panels of `vectors` vectors, then the last
         columns."""
         b, lanes = ctx.builder, ctx.lanes
@@ -72,8 +73,8 @@ class BrgemmEmitter(Emitter):
         panels.enter()
         acc = [[g.zero] * vectors for _ in range(rows)]
         b_panel = g.at(ops.b, panels.index)
-        acc, kk = _k_loop(g, f"{name}.k", _c(0), ops.k, UNROLL, acc, a_rows, b_panel, ops.ldb)
-        acc, _ = _k_loop(g, f"{name}.kr", kk, ops.k, 1, acc, a_rows, b_panel, ops.ldb)
+        acc, kk = k_loop(g, f"{name}.k", _c(0), ops.k, UNROLL, acc, a_rows, b_panel, ops.ldb)
+        acc, _ = k_loop(g, f"{name}.kr", kk, ops.k, 1, acc, a_rows, b_panel, ops.ldb)
         for j in range(rows):
             for v in range(vectors):
                 g.store(acc[j][v], g.at(c_rows[j], b.add(panels.index, _c(v * lanes))))
@@ -82,7 +83,7 @@ class BrgemmEmitter(Emitter):
             self._last_columns(ctx, g, f"{name}.{j}", panels.index, ops, a_rows[j], c_rows[j])
 
     @staticmethod
-    def _last_columns(ctx: KernelContext, g: _Builder, name: str, start, ops: _Operands, a_row, c_row) -> None:
+    def _last_columns(ctx: KernelContext, g: GemmBuilder, name: str, start, ops: _Operands, a_row, c_row) -> None:
         """Columns [start, n) of one row, a vector at a time, masked to those inside n."""
         b, lanes = ctx.builder, ctx.lanes
         columns = CountedLoop(b, f"{name}.nt", start, ops.n, lanes)

@@ -22,8 +22,9 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
-from .gemm import F32, I32, _Builder, _by_rows, _output_pixels
+from .gemm_builder import F32, I32, GemmBuilder, by_rows
 from .gemm_int8 import I8, Int8Kernel, _dot, dot_steps
+from .implicit_gemm import output_pixels
 
 DIMS = ("M", "Kp", "N", "panels", "chunks", "chunk_rows", "H", "W", "OH", "OW", "KW", "taps", "stride_h",
         "stride_w", "pad_t", "pad_l", "dil_h", "dil_w", "ldc", "c_image", "c_row", "ldr")
@@ -35,7 +36,7 @@ def conv_name(shape: Int8Kernel, activation: str) -> str:
     return f"snipjit_conv_int8_{shape.dot}_{shape.mr}x{shape.vectors}x{shape.lanes}{suffix}"
 
 
-def _accumulate(g: _Builder, shape: Int8Kernel, dot, panel, pixels: list) -> list:
+def _accumulate(g: GemmBuilder, shape: Int8Kernel, dot, panel, pixels: list) -> list:
     """The int32 sums of the output pixels (image, row, column) over every tap of the window."""
     b, d = g.b, g.d
     zero_acc = ir.Constant(ir.VectorType(I32, shape.lanes), None)
@@ -62,7 +63,7 @@ def _accumulate(g: _Builder, shape: Int8Kernel, dot, panel, pixels: list) -> lis
     return carried
 
 
-def _epilogue(g: _Builder, shape: Int8Kernel, activation: str, sums: list, column: tuple,
+def _epilogue(g: GemmBuilder, shape: Int8Kernel, activation: str, sums: list, column: tuple,
               residual_rows: list, c_rows: list, masks: list, masked: bool) -> None:
     """The float results of the sums: less the zero point's sums, scaled, plus the bias and the residual (when its
     pointer is not null),
@@ -78,7 +79,7 @@ def _epilogue(g: _Builder, shape: Int8Kernel, activation: str, sums: list, colum
         return [b.fadd(value, g.load(g.at(g.at(residual, row), _c(v * lanes)), mask(v)))
                 for row, line in zip(residual_rows, values) for v, value in enumerate(line)]
 
-    values = _by_rows(g.branches(b.icmp_unsigned("!=", residual, g.null), added,
+    values = by_rows(g.branches(b.icmp_unsigned("!=", residual, g.null), added,
                                  lambda: [value for line in values for value in line]), vectors)
     if activation:
         values = [[vmath.emit(b, activation, value, fused_multiply_add=True) for value in line] for line in values]
@@ -102,7 +103,7 @@ def _epilogue(g: _Builder, shape: Int8Kernel, activation: str, sums: list, colum
 
 def conv_int8_module(shape: Int8Kernel, activation: str = "") -> ir.Module:
     """The module defining kernel `conv_name(shape, activation)`."""
-    g = _Builder(shape, DIMS, PTRS, conv_name(shape, activation))
+    g = GemmBuilder(shape, DIMS, PTRS, conv_name(shape, activation))
     b, d, mr, lanes, nr = g.b, g.d, shape.mr, shape.lanes, shape.nr
     dot = _dot(g, shape)
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
@@ -126,7 +127,7 @@ def conv_int8_module(shape: Int8Kernel, activation: str = "") -> ir.Module:
     c_base = g.at(g.pointer("C"), n0)
 
     def block(rows: list, consecutive: bool) -> None:
-        pixels = _output_pixels(g, rows, consecutive)
+        pixels = output_pixels(g, rows, consecutive)
         sums = _accumulate(g, shape, dot, panel, pixels)
         c_rows = [g.at(c_base, b.add(b.add(b.mul(image, d["c_image"]), b.mul(y, d["c_row"])), b.mul(x, d["ldc"])))
                   for image, y, x in pixels]

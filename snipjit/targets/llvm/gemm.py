@@ -38,9 +38,9 @@ a_batch offsets A's channels, c_batch C's columns. An output pixel's row of C li
 row · c_row + column · ldc (a dense output: ldc = all its channels; a strided view of a wider output
 too: the phases of a ConvTranspose). K blocks cover whole taps. A block of consecutive rows inside the
 image's columns (most blocks) finds its rows' pixels a stride from the first's, with one bounds check per
-tap (`_conv_taps`, `stepped`), or per kernel row where K blocks cover whole kernel rows and a kernel row's
+tap (`implicit_gemm.conv_taps`, `stepped`), or per kernel row where K blocks cover whole kernel rows and a kernel row's
 taps are one run of A: a planar image's (per channel), an NHWC image's of one group without dilation
-along the row (`row_taps` != 0; see `_window_rows`).
+along the row (`row_taps` != 0; see `implicit_gemm.window_rows`).
 
 No software prefetch: prefetching B 8 or 16 rows ahead measured no gain on AVX-512 or AVX2 (the K loop
 reads B and A's rows sequentially, which the hardware prefetchers follow), and A is not packed (the
@@ -52,12 +52,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c, pin
-
-F32 = ir.FloatType()
-I32 = ir.IntType(32)
-I1 = ir.IntType(1)
+from .counted_loop import I64, CountedLoop, i64 as _c
+from .gemm_builder import I1, GemmBuilder, Panel, apply_activation, by_rows, clamp_to_bounds, flat, k_loop
+from .implicit_gemm import conv_taps, interior, output_pixels, window_rows
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
@@ -112,99 +109,7 @@ def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
     return (4, 3, 4), (6, 2, 4), (8, 1, 1)
 
 
-class _Builder:
-    """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
-
-    def __init__(self, shape: MicroKernel, dim_names: tuple[str, ...] = DIMS, ptr_names: tuple[str, ...] = PTRS,
-                 name: str | None = None):
-        self.shape = shape
-        name = name or shape.name
-        self.ptr_names = ptr_names
-        lanes = shape.lanes
-        self.vec, self.mask_t = ir.VectorType(F32, lanes), ir.VectorType(I1, lanes)
-        self.module = module = ir.Module(name)
-        ptr = ir.PointerType()
-        self.fn = fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
-        self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self._declare()
-        ptrs, dims, self.begin, self.end, self.scratch = fn.args
-        self.ptrs = ptrs
-        self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(dim_names)}
-
-    @classmethod
-    def inside(cls, builder: ir.IRBuilder, shape: MicroKernel) -> "_Builder":
-        """The same helpers for code emitted into another kernel's function (the Snippets Brgemm)."""
-        g = cls.__new__(cls)
-        g.shape, g.b, g.module = shape, builder, builder.module
-        g.vec, g.mask_t = ir.VectorType(F32, shape.lanes), ir.VectorType(I1, shape.lanes)
-        g._declare()
-        return g
-
-    def _declare(self) -> None:
-        """The intrinsics the kernel calls (declared once per module), and its constants."""
-        vec, mask_t, ptr, lanes = self.vec, self.mask_t, ir.PointerType(), self.shape.lanes
-
-        def declare(name: str, typ: ir.FunctionType) -> ir.Function:
-            return self.module.globals.get(name) or ir.Function(self.module, typ, name)
-
-        self.fma = declare(f"llvm.fma.v{lanes}f32", ir.FunctionType(vec, [vec, vec, vec]))
-        self.masked_load = declare(f"llvm.masked.load.v{lanes}f32.p0", ir.FunctionType(vec, [ptr, I32, mask_t, vec]))
-        self.masked_store = declare(f"llvm.masked.store.v{lanes}f32.p0",
-                                    ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]))
-        self.zero = ir.Constant(vec, None)
-        self.null = ir.Constant(ptr, None)
-
-    def pointer(self, name: str):
-        """Argument pointer `name`, loaded here (the rarely used ones where they are used: a pointer
-        loaded at the entry would occupy a register through the K loop)."""
-        return self.b.load(self.b.gep(self.ptrs, [_c(self.ptr_names.index(name))], source_etype=ir.PointerType()),
-                           typ=ir.PointerType())
-
-    def at(self, base, index):
-        return self.b.gep(base, [index], source_etype=F32)
-
-    def multiply_add(self, a, b, c):
-        if self.shape.fused:
-            return self.b.call(self.fma, [a, b, c])
-        return self.b.fadd(self.b.fmul(a, b), c)
-
-    def splat(self, value, typ):
-        b, lanes = self.b, self.shape.lanes
-        v = b.insert_element(ir.Constant(ir.VectorType(typ, lanes), None), value, ir.Constant(I32, 0))
-        return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-
-    def load(self, address, mask=None):
-        if mask is None:
-            return self.b.load(address, typ=self.vec, align=4)
-        return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, self.zero])
-
-    def store(self, value, address, mask=None):
-        if mask is None:
-            self.b.store(value, address, align=4)
-        else:
-            self.b.call(self.masked_store, [value, address, ir.Constant(I32, 4), mask])
-
-    def branches(self, condition, then, otherwise) -> list:
-        """Emit `then()` if condition else `otherwise()`; each returns a list of values, merged by phis."""
-        b, fn = self.b, self.b.function
-        yes, no, done = (fn.append_basic_block(n) for n in ("then", "else", "merge"))
-        b.cbranch(condition, yes, no)
-        results = []
-        for block, emit in ((yes, then), (no, otherwise)):
-            b.position_at_end(block)
-            results.append((emit(), b.block))
-            b.branch(done)
-        b.position_at_end(done)
-        merged = []
-        for i, value in enumerate(results[0][0]):
-            phi = b.phi(value.type)
-            for values, block in results:
-                phi.add_incoming(values[i], block)
-            merged.append(phi)
-        return merged
-
-
-def _copy_panel(g: _Builder, panel, masks, copy) -> tuple:
+def _copy_panel(g: GemmBuilder, panel, masks, copy) -> tuple:
     """When `copy` holds, copy the K × NR panel at `panel` (row stride ldb, lanes past N as 0) to the
     scratchpad; returns where the FMA loop reads B and its row stride."""
     b, d, shape = g.b, g.d, g.shape
@@ -222,227 +127,14 @@ def _copy_panel(g: _Builder, panel, masks, copy) -> tuple:
     return tuple(g.branches(copy, copied, lambda: [panel, d["ldb"]]))
 
 
-def _k_loop(g: _Builder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb, a_stride=None):
-    """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators
-    (rows × vectors: a block as wide as `acc`). A's rows are contiguous along k, or `a_stride` elements
-    apart."""
-    b, shape, vectors = g.b, g.shape, len(acc[0])
-    loop = CountedLoop(b, name, start, b.sub(stop, _c(step - 1)), step)
-    carried = [[loop.phi(g.vec, acc[j][v]) for v in range(vectors)] for j in range(len(a_rows))]
-    loop.enter()
-    current = carried
-    for u in range(step):
-        k = b.add(loop.index, _c(u)) if u else loop.index
-        b_row = g.at(b_base, b.mul(k, ldb))
-        a_k = None if a_stride is None else b.mul(k, a_stride)
-        bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(vectors)]
-        updated = []
-        for j in range(len(a_rows)):
-            a = g.splat(b.load(g.at(a_rows[j], k if a_stride is None else a_k), typ=F32), F32)
-            updated.append([g.multiply_add(a, bv[v], current[j][v]) for v in range(vectors)])
-        current = updated
-    loop.leave([(carried[j][v], current[j][v]) for j in range(len(a_rows)) for v in range(vectors)])
-    return carried, loop.index
-
-
-@dataclass
-class _Panel:
-    """What the row blocks of one K block of one panel share."""
-    k0: ir.Value           # the K block [k0, k1)
-    k1: ir.Value
-    a_base: ir.Value       # A, B (panel) and C (panel) of the batch entry
-    b_base: ir.Value
-    ldb: ir.Value
-    c_base: ir.Value
-    c_offset: ir.Value     # C's panel and batch entry: where c_base lies in C (and the residual's same place)
-    initial: list          # the accumulators' start (bias or zero), per vector
-    masks: list            # the columns inside N, per vector
-    full: ir.Value         # the panel lies inside N (no masks needed)
-
-
-def _output_pixels(g: _Builder, rows: list, consecutive: bool) -> list:
-    """(image, output row, output column) of each row of A. Consecutive rows (whole blocks) divide
-    once and step along the columns, wrapping into the next row and image (divisions cost more than
-    a short K loop's FMAs)."""
-    b, d = g.b, g.d
-
-    def divided(r):
-        rest = b.sdiv(r, d["OW"])
-        return b.sdiv(rest, d["OH"]), b.srem(rest, d["OH"]), b.srem(r, d["OW"])
-
-    if not consecutive:
-        return [divided(r) for r in rows]
-    pixels = [divided(rows[0])]
-    for _ in rows[1:]:
-        image, y, x = pixels[-1]
-        x = b.add(x, _c(1))
-        next_row = b.icmp_signed("==", x, d["OW"])
-        x, y = b.select(next_row, _c(0), x), b.add(y, b.zext(next_row, I64))
-        next_image = b.icmp_signed("==", y, d["OH"])
-        y, image = b.select(next_image, _c(0), y), b.add(image, b.zext(next_image, I64))
-        pixels.append((image, y, x))
-    return pixels
-
-
-def _conv_taps(g: _Builder, p: _Panel, output_pixels: list, acc: list, stepped: bool = False) -> list:
-    """Accumulate the taps of the K block for the rows' output pixels: per tap, the K loop over `cg`
-    channels of each row's input pixel under the tap (the zero row in the padding). `stepped`: the rows
-    are consecutive pixels of one output row whose windows lie inside the image's columns, so per tap
-    one bounds check and the first row's address, the others a stride apart, find their pixels —
-    grouped convolutions of 8 channels per group (RegNet) spent more on the rows' addresses than on
-    their FMAs (measured 1.1-1.25x faster on Zen 3 AVX2; neutral at 64-512 channels)."""
-    b, d, unroll = g.b, g.d, g.shape.unroll
-    pixels = [(b.mul(image, d["image_stride"]), b.sub(b.mul(y, d["stride_h"]), d["pad_t"]),
-               b.sub(b.mul(x, d["stride_w"]), d["pad_l"]))   # (image offset, window's top row, left column)
-              for image, y, x in output_pixels]
-    first, last = b.sdiv(p.k0, d["cg"]), b.sdiv(p.k1, d["cg"])
-    first_kh = b.sdiv(first, d["KW"])
-    first_kw = b.sub(first, b.mul(first_kh, d["KW"]))
-    taps = CountedLoop(b, "tap", first, last, 1)
-    kh, kw = taps.phi(I64, first_kh), taps.phi(I64, first_kw)   # (counted along: no division per tap)
-    carried = [[taps.phi(g.vec, value) for value in row] for row in acc]
-    taps.enter()
-    dy, dx = b.mul(kh, d["dil_h"]), b.mul(kw, d["dil_w"])
-    a_rows, zeros = [], g.pointer("zeros")
-    if stepped:
-        image, top, left = pixels[0]
-        y, x = b.add(top, dy), b.add(left, dx)
-        inside = b.icmp_unsigned("<", y, d["H"])
-        pixel = b.add(image, b.mul(b.add(b.mul(y, d["W"]), x), d["pixel_stride"]))
-        a_rows.append(b.select(inside, g.at(p.a_base, pixel), zeros))
-        step = b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
-        while len(a_rows) < len(pixels):
-            a_rows.append(g.at(a_rows[-1], step))
-    for image, top, left in pixels[len(a_rows):]:
-        y, x = b.add(top, dy), b.add(left, dx)
-        inside = b.and_(b.icmp_unsigned("<", y, d["H"]), b.icmp_unsigned("<", x, d["W"]))
-        pixel = b.add(image, b.mul(b.add(b.mul(y, d["W"]), x), d["pixel_stride"]))
-        a_rows.append(b.select(inside, g.at(p.a_base, pixel), zeros))
-    b_tap = g.at(p.b_base, b.mul(b.mul(taps.index, d["cg"]), p.ldb))
-    a_stride = d["channel_stride"] if g.shape.planar else None
-    summed, k = _k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb, a_stride)
-    if unroll > 1:
-        summed, _ = _k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb, a_stride)
-    taps.leave(_next_position(b, kh, kw, b.add(kw, _c(1)), d["KW"]) + list(zip(_flat(carried), _flat(summed))))
-    return carried
-
-
-def _window_rows(g: _Builder, p: _Panel, output_pixels: list, acc: list) -> list:
-    """`_conv_taps` for a block of consecutive output pixels of one output row whose windows lie inside
-    the image's columns, where K blocks cover whole kernel rows: per line — a kernel row of an NHWC
-    image whose taps' channels are contiguous (one group, no dilation along the row: `row_taps`), or a
-    kernel row and channel of a planar image — one bounds check for all rows, then one K loop along the
-    line. A 3×3 NHWC window of 16 channels is 3 loops of 48 steps instead of 9 of 16; a planar image's
-    line is a kernel row of one plane (tap by tap, a 3-channel image would cost more addresses than
-    FMAs): its loop runs along the kernel's columns, unrolled with the channels for a kernel of fixed
-    width and channels."""
-    b, d, shape = g.b, g.d, g.shape
-    image, y, x = output_pixels[0]
-    top = b.sub(b.mul(y, d["stride_h"]), d["pad_t"])
-    left = b.sub(b.mul(x, d["stride_w"]), d["pad_l"])
-    first = b.add(b.mul(image, d["image_stride"]), b.mul(left, d["pixel_stride"]))
-    width = _c(shape.kernel_width) if shape.kernel_width else d["KW"]
-    run = b.mul(width, d["cg"])                        # K per kernel row
-    per_row = d["cg"] if shape.planar else _c(1)      # lines per kernel row
-    first_kh = b.sdiv(p.k0, run)
-    start, stop = b.mul(first_kh, per_row), b.mul(b.sdiv(p.k1, run), per_row)
-    zeros = g.pointer("zeros")
-    lines = CountedLoop(b, "kernel_row", start, stop, shape.channels or 1)   # (kernel row, channel) pairs
-    kh, c = lines.phi(I64, first_kh), lines.phi(I64, _c(0))
-    carried = [[lines.phi(g.vec, value) for value in row] for row in acc]
-    lines.enter()
-    y = b.add(top, b.mul(kh, d["dil_h"]))
-    inside = b.icmp_unsigned("<", y, d["H"])
-    pixel = b.add(b.add(first, b.mul(c, d["channel_stride"])), b.mul(b.mul(y, d["W"]), d["pixel_stride"]))
-    a_rows = [b.select(inside, g.at(p.a_base, pixel), zeros)]
-    # a fixed column stride: rows at known offsets (outside the image too: the zero row is as long as a line)
-    row_step = _c(shape.column_stride) if shape.column_stride else \
-        b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
-    while len(a_rows) < len(output_pixels):
-        a_rows.append(g.at(a_rows[-1], row_step))
-    b_line = g.at(p.b_base, b.mul(b.add(b.mul(kh, run), c), p.ldb))
-    if not shape.planar:   # the kernel row's taps, channel after channel: contiguous in A and B
-        # k counts up from -run to 0 from the line's end: the loop's bound is no register (spilled, in
-        # the 8-row block and the 4x3 one)
-        ends = [g.at(row, run) for row in a_rows]
-        b_end = g.at(b_line, b.mul(run, p.ldb))
-        summed, k = _k_loop(g, "k", b.neg(run), _c(0), shape.unroll, carried, ends, b_end, p.ldb)
-        if shape.unroll > 1:
-            summed, _ = _k_loop(g, "ktail", k, _c(0), 1, summed, ends, b_end, p.ldb)
-        next_c = b.add(c, _c(1))
-    elif shape.channels:   # the kernel row's every channel, unrolled
-        b_stride = b.mul(_c(shape.channels), p.ldb)    # from a tap's row of B to the next column's
-        plane, summed = b.select(inside, d["channel_stride"], _c(0)), carried
-        for ch in range(shape.channels):
-            rows = [g.at(row, b.mul(_c(ch), plane)) for row in a_rows]
-            if shape.column_stride:
-                summed = _fixed_stride_line(g, summed, rows[0], g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride)
-            else:
-                summed, _ = _k_loop(g, f"kw{ch}", _c(0), width, shape.kernel_width, summed, rows,
-                                    g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride, d["dil_w"])
-        next_c = _c(shape.channels)
-    else:
-        summed, _ = _k_loop(g, "kw", _c(0), width, shape.kernel_width or 1, carried, a_rows, b_line,
-                            b.mul(d["cg"], p.ldb), d["dil_w"])
-        next_c = b.add(c, _c(1))
-    lines.leave(_next_position(b, kh, c, next_c, per_row) + list(zip(_flat(carried), _flat(summed))))
-    return carried
-
-
-def _fixed_stride_line(g: _Builder, acc: list, first, b_line, b_stride) -> list:
-    """One channel's taps of a planar line of fixed width and column stride: row j of tap t at `first` + t +
-    j·stride, offsets known when generating from each tap's first address, which passes `pin` (unpinned, LLVM
-    keeps row j's broadcast of tap t + stride for row j + 1's tap t, and spills them); each row's FMAs pass
-    `pin` before the next row's broadcast (else a tap's broadcasts are loaded up front, and spilled)."""
-    b, shape, acc = g.b, g.shape, list(acc)
-    for t in range(shape.kernel_width):
-        base = pin(b, [g.at(first, _c(t))], barrier=False)[0]
-        b_row = g.at(b_line, b.mul(_c(t), b_stride))
-        bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(len(acc[0]))]
-        for j, row in enumerate(acc):
-            a = g.splat(b.load(g.at(base, _c(j * shape.column_stride)), typ=F32), F32)
-            acc[j] = pin(b, [g.multiply_add(a, bv[v], value) for v, value in enumerate(row)])
-    return acc
-
-
-def _next_position(b: ir.IRBuilder, outer, inner, next_inner, count) -> list:
-    """The carried (outer, inner) counters of a loop over pairs, as `CountedLoop.leave` takes them: `inner`
-    moves to `next_inner`, wrapping to 0 and `outer` to the next at `count`."""
-    wrap = b.icmp_signed("==", next_inner, count)
-    return [(outer, b.add(outer, b.zext(wrap, I64))), (inner, b.select(wrap, _c(0), next_inner))]
-
-
-def _interior(g: _Builder, output_pixels: list):
-    """Whether a block of consecutive output pixels lies in one output row with every tap of its windows
-    inside the image's columns."""
-    b, d = g.b, g.d
-    rows = len(output_pixels)
-    x = output_pixels[0][2]
-    left = b.sub(b.mul(x, d["stride_w"]), d["pad_l"])
-    right = b.add(b.add(left, b.mul(_c(rows - 1), d["stride_w"])), b.mul(b.sub(d["KW"], _c(1)), d["dil_w"]))
-    one_row = b.icmp_signed("<", b.add(x, _c(rows - 1)), d["OW"])
-    return b.and_(b.and_(one_row, b.icmp_signed(">=", left, _c(0))), b.icmp_signed("<", right, d["W"]))
-
-
-def _clamp(g: _Builder, acc: list) -> list:
-    """The accumulators clamped to the kernel's [lo, hi] (compare and select: NaN stays NaN)."""
-    b, bounds = g.b, g.pointer("clamp")
-    lo, hi = (g.splat(b.load(g.at(bounds, _c(i)), typ=F32), F32) for i in (0, 1))
-    clamped = []
-    for row in acc:
-        row = [b.select(b.fcmp_ordered("<", value, lo), lo, value) for value in row]
-        clamped.append([b.select(b.fcmp_ordered(">", value, hi), hi, value) for value in row])
-    return clamped
-
-
-def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) -> None:
+def _row_block(g: GemmBuilder, p: Panel, rows: list, consecutive: bool = False) -> None:
     """Accumulate the rows `rows` (row indices, mr or fewer) of the panel over the K block and store them.
     Whole blocks give rows r0 + j (`consecutive`), so the addresses of A's rows are one pointer plus
     multiples of lda."""
     b, d, shape = g.b, g.d, g.shape
     mr, vectors, lanes = len(rows), shape.vectors, shape.lanes
     if shape.conv:   # an output pixel's row of C: image, row and column strides (C may be a strided view)
-        pixels = _output_pixels(g, rows, consecutive)
+        pixels = output_pixels(g, rows, consecutive)
         c_rows = [g.at(p.c_base, b.add(b.add(b.mul(image, d["c_image"]), b.mul(y, d["c_row"])), b.mul(x, d["ldc"])))
                   for image, y, x in pixels]
     else:
@@ -453,23 +145,23 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
 
     start = g.branches(b.icmp_signed("==", p.k0, _c(0)),
                        lambda: [p.initial[v] for _ in range(mr) for v in range(vectors)], reload)
-    acc = _by_rows(start, vectors)
+    acc = by_rows(start, vectors)
     if shape.conv and consecutive:   # blocks inside the image's columns take a faster path
         def inside():
             if shape.planar:
-                return _flat(_window_rows(g, p, pixels, acc))
+                return flat(window_rows(g, p, pixels, acc))
             return g.branches(b.icmp_signed("!=", d["row_taps"], _c(0)),
-                              lambda: _flat(_window_rows(g, p, pixels, acc)),
-                              lambda: _flat(_conv_taps(g, p, pixels, acc, stepped=True)))
-        acc = _by_rows(g.branches(_interior(g, pixels), inside, lambda: _flat(_conv_taps(g, p, pixels, acc))),
+                              lambda: flat(window_rows(g, p, pixels, acc)),
+                              lambda: flat(conv_taps(g, p, pixels, acc, stepped=True)))
+        acc = by_rows(g.branches(interior(g, pixels), inside, lambda: flat(conv_taps(g, p, pixels, acc))),
                        vectors)
     elif shape.conv:
-        acc = _conv_taps(g, p, pixels, acc)
+        acc = conv_taps(g, p, pixels, acc)
     else:
         a_rows = [g.at(p.a_base, b.mul(r, d["lda"])) for r in rows]
-        acc, k = _k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
+        acc, k = k_loop(g, "k", p.k0, p.k1, shape.unroll, acc, a_rows, p.b_base, p.ldb)
         if shape.unroll > 1:
-            acc, _ = _k_loop(g, "ktail", k, p.k1, 1, acc, a_rows, p.b_base, p.ldb)
+            acc, _ = k_loop(g, "ktail", k, p.k1, 1, acc, a_rows, p.b_base, p.ldb)
 
     def store(masked: bool, final: bool = False):
         def emit():
@@ -477,14 +169,14 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
                 return write(masked, acc)()
             values = _with_residual(g, p, rows, acc, masked)
             if shape.activation:
-                values = [[_activation(g, value) for value in row] for row in values]
+                values = [[apply_activation(g, value) for value in row] for row in values]
             clamps = b.icmp_unsigned("!=", g.pointer("clamp"), g.null)
             return g.branches(clamps, write(masked, values, clamped=True), write(masked, values))
         return emit
 
     def write(masked: bool, values: list, clamped: bool = False):
         def emit():   # (the clamp's bounds are loaded here, in the branch where its pointer is not null)
-            stored = _clamp(g, values) if clamped else values
+            stored = clamp_to_bounds(g, values) if clamped else values
             for j in range(mr):
                 for v in range(vectors):
                     g.store(stored[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
@@ -499,7 +191,7 @@ def _row_block(g: _Builder, p: _Panel, rows: list, consecutive: bool = False) ->
         g.branches(p.full, store(False), store(True))
 
 
-def _with_residual(g: _Builder, p: _Panel, rows: list, values: list, masked: bool) -> list:
+def _with_residual(g: GemmBuilder, p: Panel, rows: list, values: list, masked: bool) -> list:
     """The sums of `rows` plus the same rows and columns of the residual tensor, where there is one."""
     b, d, lanes = g.b, g.d, g.shape.lanes
     residual = g.pointer("residual")
@@ -513,28 +205,13 @@ def _with_residual(g: _Builder, p: _Panel, rows: list, values: list, masked: boo
                     for v, value in enumerate(values[j])]
         return out
 
-    return _by_rows(g.branches(b.icmp_unsigned("!=", residual, g.null), added,
+    return by_rows(g.branches(b.icmp_unsigned("!=", residual, g.null), added,
                                lambda: [v for row in values for v in row]), len(values[0]))
-
-
-def _flat(rows: list) -> list:
-    """Rows of accumulators as one row-major list (what `branches` merges)."""
-    return [value for row in rows for value in row]
-
-
-def _by_rows(flat: list, width: int) -> list:
-    """A row-major list of accumulators (as `branches` merges them) as rows of `width`."""
-    return [flat[j:j + width] for j in range(0, len(flat), width)]
-
-
-def _activation(g: _Builder, value):
-    """The kernel's activation (a function of the math library) of one accumulator vector."""
-    return vmath.emit(g.b, g.shape.activation, value, fused_multiply_add=g.shape.fused)
 
 
 def gemm_module(shape: MicroKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
-    g = _Builder(shape)
+    g = GemmBuilder(shape, DIMS, PTRS)
     g.A, g.B, g.C, g.bias = (g.pointer(name) for name in PTRS[:4])
     b, d, mr, vectors, lanes, nr = g.b, g.d, shape.mr, shape.vectors, shape.lanes, shape.nr
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
@@ -572,7 +249,7 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     k_end = b.add(k0, d["kc"])
     k1 = b.select(b.icmp_signed("<", k_end, d["K"]), k_end, d["K"])
 
-    panel_state = _Panel(k0, k1, a_base, b_base, ldb, c_base, c_offset, initial, masks, full)
+    panel_state = Panel(k0, k1, a_base, b_base, ldb, c_base, c_offset, initial, masks, full)
     rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
     rows.enter()
     _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)], consecutive=True)

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import CountedLoop, I64, i64 as _c
-from .gemm import F32, I32, _Builder
+from .gemm_builder import F32, I32, GemmBuilder
 
 I8, I16 = ir.IntType(8), ir.IntType(16)
 DIMS = ("M", "K", "Kp", "N", "ldx", "ldc", "panels", "chunks", "chunk_rows")
@@ -71,7 +71,7 @@ class Int8Kernel:
         return -(-k // step) * step
 
 
-def _dot(g: _Builder, shape: Int8Kernel):
+def _dot(g: GemmBuilder, shape: Int8Kernel):
     """acc + the products of one K step: (acc, a broadcast as int32, b lanes as int32) -> int32 lanes."""
     lanes, module = shape.lanes, g.module
     i32v = ir.VectorType(I32, lanes)
@@ -84,7 +84,7 @@ def _dot(g: _Builder, shape: Int8Kernel):
     return lambda acc, a, b: g.b.add(acc, g.b.call(fn, [g.b.bitcast(a, i16v), g.b.bitcast(b, i16v)]))
 
 
-def _quantize_rows(g: _Builder, x, first, last, rows) -> None:
+def _quantize_rows(g: GemmBuilder, x, first, last, rows) -> None:
     """Rows [first, last) of X quantized into `rows` (the scratchpad, Kp values a row, zeros past K)."""
     b, d, lanes = g.b, g.d, g.shape.lanes
     params = g.pointer("params")
@@ -112,7 +112,7 @@ def _quantize_rows(g: _Builder, x, first, last, rows) -> None:
     loop.leave()
 
 
-def dot_steps(g: _Builder, shape: Int8Kernel, dot, a_rows, panel, acc, steps) -> list:
+def dot_steps(g: GemmBuilder, shape: Int8Kernel, dot, a_rows, panel, acc, steps) -> list:
     """acc (rows × vectors int32) plus `steps` K steps of the rows `a_rows` (each step `group` values, 4
     bytes) times the panel's weights (each step NR columns of 4 bytes)."""
     b, lanes = g.b, shape.lanes
@@ -133,7 +133,7 @@ def dot_steps(g: _Builder, shape: Int8Kernel, dot, a_rows, panel, acc, steps) ->
     return carried
 
 
-def _row_block(g: _Builder, shape: Int8Kernel, dot, a_rows, panel, c_rows, colsum, zero, masks, full) -> None:
+def _row_block(g: GemmBuilder, shape: Int8Kernel, dot, a_rows, panel, c_rows, colsum, zero, masks, full) -> None:
     """One block of rows of one panel: the integer K loop, then the float store."""
     zero_acc = ir.Constant(ir.VectorType(I32, shape.lanes), None)
     acc = [[zero_acc] * shape.vectors for _ in a_rows]
@@ -154,7 +154,7 @@ def _row_block(g: _Builder, shape: Int8Kernel, dot, a_rows, panel, c_rows, colsu
 
 def int8_gemm_module(shape: Int8Kernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
-    g = _Builder(shape, DIMS, PTRS)
+    g = GemmBuilder(shape, DIMS, PTRS)
     b, d, mr, lanes, nr = g.b, g.d, shape.mr, shape.lanes, shape.nr
     dot = _dot(g, shape)
     x, packed, c, colsums = (g.pointer(name) for name in PTRS[:4])
@@ -200,7 +200,7 @@ QUANTIZE_PTRS = ("X", "Q", "params")
 def quantize_module(shape: Int8Kernel) -> ir.Module:
     """Kernel `shape.quantize_name`: rows [0, M) of X (K floats, `ldx` apart) quantized with params (s, z)
     into Q, Kp values a row (uint8, or uint16 for pairs; zeros past K); a work item is `chunk_rows` rows."""
-    g = _Builder(shape, QUANTIZE_DIMS, QUANTIZE_PTRS, shape.quantize_name)
+    g = GemmBuilder(shape, QUANTIZE_DIMS, QUANTIZE_PTRS, shape.quantize_name)
     b, d = g.b, g.d
     work = CountedLoop(b, "work", g.begin, g.end, 1)
     work.enter()

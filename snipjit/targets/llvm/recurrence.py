@@ -42,7 +42,7 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import CountedLoop, I64, i64 as _c
-from .gemm import F32, _Builder
+from .gemm_builder import F32, GemmBuilder
 
 DIMS = ("steps", "hidden", "padded", "xw_t", "xw_b", "y_t", "y_b", "state_b", "reverse")
 PTRS = ("XW", "RT", "Y", "h0", "c0", "Yh", "Yc", "rb", "P", "lens")
@@ -89,7 +89,7 @@ class RecurrenceKernel:
         return f"{base}_{hashlib.sha256(repr(options).encode()).hexdigest()[:16]}"
 
 
-def _loop(g: _Builder, name: str, start, stop, step: int, emit) -> None:
+def _loop(g: GemmBuilder, name: str, start, stop, step: int, emit) -> None:
     """emit(i) for i in [start, stop) stepping `step`."""
     loop = CountedLoop(g.b, name, start, stop, step)
     loop.enter()
@@ -97,7 +97,7 @@ def _loop(g: _Builder, name: str, start, stop, step: int, emit) -> None:
     loop.leave()
 
 
-def _copy(g: _Builder, name: str, source, target, count) -> None:
+def _copy(g: GemmBuilder, name: str, source, target, count) -> None:
     """target[:count] = source[:count] (zeros for a null `source`): whole vectors, then single floats."""
     b = g.b
     whole = b.and_(count, _c(-g.shape.lanes))
@@ -112,7 +112,7 @@ def _copy(g: _Builder, name: str, source, target, count) -> None:
     _loop(g, f"{name}.floats", whole, count, 1, single)
 
 
-def _initial(g: _Builder, name: str, item, state) -> None:
+def _initial(g: GemmBuilder, name: str, item, state) -> None:
     """state = the initial state of this batch entry (zeros when its pointer is null; padding lanes zero)."""
     b, d = g.b, g.d
     source = g.pointer(name)
@@ -124,7 +124,7 @@ def _initial(g: _Builder, name: str, item, state) -> None:
     g.branches(b.icmp_unsigned("!=", source, g.null), copy, lambda: [])
 
 
-def _product(g: _Builder, rt, vector, out, first, last) -> None:
+def _product(g: GemmBuilder, rt, vector, out, first, last) -> None:
     """out[first:last] = vector · Rᵀ[:, first:last] (whole blocks), `vectors` vectors of outputs at a time."""
     b, d, shape, lanes = g.b, g.d, g.shape, g.shape.lanes
     block = shape.vectors * lanes
@@ -146,7 +146,7 @@ def _product(g: _Builder, rt, vector, out, first, last) -> None:
 class _Step:
     """The vectors of one step at hidden index j: X's and G's gate blocks, the state, the gate functions."""
 
-    def __init__(self, g: _Builder, xw_row, gates, j):
+    def __init__(self, g: GemmBuilder, xw_row, gates, j):
         self.g, self.xw_row, self.gates, self.j = g, xw_row, gates, j
 
     def block(self, base, k):
@@ -187,7 +187,7 @@ class _Step:
         return self.fn(function, self.clip(pre if extra is None else self.g.b.fadd(pre, extra)))
 
 
-def _lstm(g: _Builder, s: _Step, h, c, j, peep) -> None:
+def _lstm(g: GemmBuilder, s: _Step, h, c, j, peep) -> None:
     """The LSTM's gates, the new c and h at j (`peep`: the peepholes, or None)."""
     b = g.b
     old = g.load(g.at(c, j))
@@ -202,7 +202,7 @@ def _lstm(g: _Builder, s: _Step, h, c, j, peep) -> None:
     g.store(b.fmul(o, s.fn(2, cell_state)), g.at(h, j))
 
 
-def _step(g: _Builder, xw_row, rt, h, c, gates, spare, y_row) -> None:
+def _step(g: GemmBuilder, xw_row, rt, h, c, gates, spare, y_row) -> None:
     """One time step: the products, the gate math, the new state into h (and c), h into Y's row."""
     b, d, cell = g.b, g.d, g.shape.cell
     padded, lanes = d["padded"], g.shape.lanes
@@ -240,7 +240,7 @@ def _step(g: _Builder, xw_row, rt, h, c, gates, spare, y_row) -> None:
     _copy(g, "y", h, y_row, d["hidden"])
 
 
-def _length(g: _Builder, item):
+def _length(g: GemmBuilder, item):
     """The steps batch entry `item` runs: its sequence length, or all of them without `lens`."""
     b, lens = g.b, g.pointer("lens")
 
@@ -251,7 +251,7 @@ def _length(g: _Builder, item):
 
 def recurrence_module(shape: RecurrenceKernel) -> ir.Module:
     """The module defining kernel `shape.name`."""
-    g = _Builder(shape, DIMS, PTRS)
+    g = GemmBuilder(shape, DIMS, PTRS)
     b, d = g.b, g.d
     xw, rt, y = (g.pointer(name) for name in PTRS[:3])
     gates = g.scratch   # G, then h, c and a spare vector of padded floats

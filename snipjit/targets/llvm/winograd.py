@@ -27,7 +27,7 @@ from fractions import Fraction as F
 from llvmlite import ir
 
 from .counted_loop import CountedLoop, i64 as _c, when
-from .gemm import _activation, _Builder, _clamp
+from .gemm_builder import GemmBuilder, apply_activation, clamp_to_bounds
 
 # (Bᵀ, G, Aᵀ) of F(m×m, 3×3) by output tile size m
 MATRICES: dict[int, tuple[tuple, tuple, tuple]] = {
@@ -89,14 +89,14 @@ def _sandwich(b: ir.IRBuilder, left: tuple, tile: list[list[ir.Value]], zero: ir
             for i in range(len(rows))]
 
 
-def _transform(g: _Builder, left: tuple, addresses: list, c) -> list[list[ir.Value]]:
+def _transform(g: GemmBuilder, left: tuple, addresses: list, c) -> list[list[ir.Value]]:
     """left · T · leftᵀ of the α×α tile T of channel vectors at `addresses` (row-major) + c."""
     alpha = g.shape.alpha
     tile = [[g.load(g.at(addresses[i * alpha + j], c)) for j in range(alpha)] for i in range(alpha)]
     return _sandwich(g.b, left, tile, g.zero)
 
 
-def _tile_rows(g: _Builder):
+def _tile_rows(g: GemmBuilder):
     """The loop over work items (an image's row of tiles): (image, tile row); the caller closes it."""
     b, d = g.b, g.d
     items = CountedLoop(b, "item", g.begin, g.end, 1)
@@ -105,7 +105,7 @@ def _tile_rows(g: _Builder):
     return items, image, b.srem(items.index, d["tiles_h"])
 
 
-def _by_position(g: _Builder, base, image, tile_row, column, width) -> list:
+def _by_position(g: GemmBuilder, base, image, tile_row, column, width) -> list:
     """Where a tile's values lie in a position-major buffer [α², tiles, width], position by position."""
     b, d = g.b, g.d
     tiles = b.mul(b.mul(d["N"], d["tiles_h"]), d["tiles_w"])
@@ -114,7 +114,7 @@ def _by_position(g: _Builder, base, image, tile_row, column, width) -> list:
 
 
 def input_module(shape: WinogradTransform) -> ir.Module:
-    g = _Builder(shape, INPUT_DIMS, INPUT_PTRS)
+    g = GemmBuilder(shape, INPUT_DIMS, INPUT_PTRS)
     b, d, alpha, lanes = g.b, g.d, shape.alpha, shape.lanes
     bt = MATRICES[shape.tile][0]
     x, v, zeros = (g.pointer(name) for name in INPUT_PTRS)
@@ -146,7 +146,7 @@ def input_module(shape: WinogradTransform) -> ir.Module:
 
 
 def output_module(shape: WinogradTransform) -> ir.Module:
-    g = _Builder(shape, OUTPUT_DIMS, OUTPUT_PTRS)
+    g = GemmBuilder(shape, OUTPUT_DIMS, OUTPUT_PTRS)
     b, d, alpha, m, lanes = g.b, g.d, shape.alpha, shape.tile, shape.lanes
     at = MATRICES[m][2]
     products, out, bias, residual = (g.pointer(name) for name in OUTPUT_PTRS[:4])
@@ -175,15 +175,15 @@ def output_module(shape: WinogradTransform) -> ir.Module:
     return g.module
 
 
-def _store(g: _Builder, image, y, x, c, value, has_residual, clamps, residual, out) -> None:
+def _store(g: GemmBuilder, image, y, x, c, value, has_residual, clamps, residual, out) -> None:
     """The output pixel's channel vector: plus the residual, activation, clamp; stored."""
     b, d = g.b, g.d
     pixel = b.add(b.mul(b.add(b.mul(image, d["OH"]), y), d["OW"]), x)
     value = g.branches(has_residual, lambda: [b.fadd(value, g.load(g.at(residual, b.add(b.mul(pixel, d["ldr"]), c))))],
                        lambda: [value])[0]
     if g.shape.activation:
-        value = _activation(g, value)
-    value = g.branches(clamps, lambda: _clamp(g, [[value]])[0], lambda: [value])[0]
+        value = apply_activation(g, value)
+    value = g.branches(clamps, lambda: clamp_to_bounds(g, [[value]])[0], lambda: [value])[0]
     target = b.add(b.add(b.mul(image, d["c_image"]), b.mul(y, d["c_row"])), b.add(b.mul(x, d["ldc"]), c))
     g.store(value, g.at(out, target))
 

@@ -1,0 +1,182 @@
+"""What the generated GEMM-like kernels share (the GEMM microkernel, its convolutions, int8 products, attention,
+recurrences, Winograd's transforms, the Snippets Brgemm): `GemmBuilder`, the IR builder of one kernel function with
+its types, intrinsics and loaded arguments; `k_loop`, the register block's FMA loop over K; `Panel`, what a GEMM's
+row blocks of one K block share; the epilogue's activation and clamp; accumulators as rows or one flat list."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from llvmlite import ir
+
+from . import vmath
+from .counted_loop import I64, CountedLoop, i64 as _c
+
+F32 = ir.FloatType()
+I32 = ir.IntType(32)
+I1 = ir.IntType(1)
+
+
+class KernelShape(Protocol):
+    """What the builder reads of a kernel's shape (`gemm.MicroKernel`, the int8, attention, Winograd ones)."""
+    lanes: int     # f32 lanes per vector
+    fused: bool    # FMA instructions (else a multiply and an add)
+
+    @property
+    def name(self) -> str: ...
+
+
+class GemmBuilder:
+    """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
+
+    def __init__(self, shape: KernelShape, dim_names: tuple[str, ...], ptr_names: tuple[str, ...],
+                 name: str | None = None):
+        self.shape = shape
+        name = name or shape.name
+        self.ptr_names = ptr_names
+        lanes = shape.lanes
+        self.vec, self.mask_t = ir.VectorType(F32, lanes), ir.VectorType(I1, lanes)
+        self.module = module = ir.Module(name)
+        ptr = ir.PointerType()
+        self.fn = fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
+        self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self._declare()
+        ptrs, dims, self.begin, self.end, self.scratch = fn.args
+        self.ptrs = ptrs
+        self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(dim_names)}
+
+    @classmethod
+    def inside(cls, builder: ir.IRBuilder, shape: KernelShape) -> "GemmBuilder":
+        """The same helpers for code emitted into another kernel's function (the Snippets Brgemm)."""
+        g = cls.__new__(cls)
+        g.shape, g.b, g.module = shape, builder, builder.module
+        g.vec, g.mask_t = ir.VectorType(F32, shape.lanes), ir.VectorType(I1, shape.lanes)
+        g._declare()
+        return g
+
+    def _declare(self) -> None:
+        """The intrinsics the kernel calls (declared once per module), and its constants."""
+        vec, mask_t, ptr, lanes = self.vec, self.mask_t, ir.PointerType(), self.shape.lanes
+
+        def declare(name: str, typ: ir.FunctionType) -> ir.Function:
+            return self.module.globals.get(name) or ir.Function(self.module, typ, name)
+
+        self.fma = declare(f"llvm.fma.v{lanes}f32", ir.FunctionType(vec, [vec, vec, vec]))
+        self.masked_load = declare(f"llvm.masked.load.v{lanes}f32.p0", ir.FunctionType(vec, [ptr, I32, mask_t, vec]))
+        self.masked_store = declare(f"llvm.masked.store.v{lanes}f32.p0",
+                                    ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]))
+        self.zero = ir.Constant(vec, None)
+        self.null = ir.Constant(ptr, None)
+
+    def pointer(self, name: str):
+        """Argument pointer `name`, loaded here (the rarely used ones where they are used: a pointer
+        loaded at the entry would occupy a register through the K loop)."""
+        return self.b.load(self.b.gep(self.ptrs, [_c(self.ptr_names.index(name))], source_etype=ir.PointerType()),
+                           typ=ir.PointerType())
+
+    def at(self, base, index):
+        return self.b.gep(base, [index], source_etype=F32)
+
+    def multiply_add(self, a, b, c):
+        if self.shape.fused:
+            return self.b.call(self.fma, [a, b, c])
+        return self.b.fadd(self.b.fmul(a, b), c)
+
+    def splat(self, value, typ):
+        b, lanes = self.b, self.shape.lanes
+        v = b.insert_element(ir.Constant(ir.VectorType(typ, lanes), None), value, ir.Constant(I32, 0))
+        return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def load(self, address, mask=None):
+        if mask is None:
+            return self.b.load(address, typ=self.vec, align=4)
+        return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, self.zero])
+
+    def store(self, value, address, mask=None):
+        if mask is None:
+            self.b.store(value, address, align=4)
+        else:
+            self.b.call(self.masked_store, [value, address, ir.Constant(I32, 4), mask])
+
+    def branches(self, condition, then, otherwise) -> list:
+        """Emit `then()` if condition else `otherwise()`; each returns a list of values, merged by phis."""
+        b, fn = self.b, self.b.function
+        yes, no, done = (fn.append_basic_block(n) for n in ("then", "else", "merge"))
+        b.cbranch(condition, yes, no)
+        results = []
+        for block, emit in ((yes, then), (no, otherwise)):
+            b.position_at_end(block)
+            results.append((emit(), b.block))
+            b.branch(done)
+        b.position_at_end(done)
+        merged = []
+        for i, value in enumerate(results[0][0]):
+            phi = b.phi(value.type)
+            for values, block in results:
+                phi.add_incoming(values[i], block)
+            merged.append(phi)
+        return merged
+
+
+def k_loop(g: GemmBuilder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb, a_stride=None):
+    """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators
+    (rows × vectors: a block as wide as `acc`). A's rows are contiguous along k, or `a_stride` elements
+    apart."""
+    b, shape, vectors = g.b, g.shape, len(acc[0])
+    loop = CountedLoop(b, name, start, b.sub(stop, _c(step - 1)), step)
+    carried = [[loop.phi(g.vec, acc[j][v]) for v in range(vectors)] for j in range(len(a_rows))]
+    loop.enter()
+    current = carried
+    for u in range(step):
+        k = b.add(loop.index, _c(u)) if u else loop.index
+        b_row = g.at(b_base, b.mul(k, ldb))
+        a_k = None if a_stride is None else b.mul(k, a_stride)
+        bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(vectors)]
+        updated = []
+        for j in range(len(a_rows)):
+            a = g.splat(b.load(g.at(a_rows[j], k if a_stride is None else a_k), typ=F32), F32)
+            updated.append([g.multiply_add(a, bv[v], current[j][v]) for v in range(vectors)])
+        current = updated
+    loop.leave([(carried[j][v], current[j][v]) for j in range(len(a_rows)) for v in range(vectors)])
+    return carried, loop.index
+
+
+@dataclass
+class Panel:
+    """What the row blocks of one K block of one panel share."""
+    k0: ir.Value           # the K block [k0, k1)
+    k1: ir.Value
+    a_base: ir.Value       # A, B (panel) and C (panel) of the batch entry
+    b_base: ir.Value
+    ldb: ir.Value
+    c_base: ir.Value
+    c_offset: ir.Value     # C's panel and batch entry: where c_base lies in C (and the residual's same place)
+    initial: list          # the accumulators' start (bias or zero), per vector
+    masks: list            # the columns inside N, per vector
+    full: ir.Value         # the panel lies inside N (no masks needed)
+
+
+def clamp_to_bounds(g: GemmBuilder, acc: list) -> list:
+    """The accumulators clamped to the kernel's [lo, hi] (compare and select: NaN stays NaN)."""
+    b, bounds = g.b, g.pointer("clamp")
+    lo, hi = (g.splat(b.load(g.at(bounds, _c(i)), typ=F32), F32) for i in (0, 1))
+    clamped = []
+    for row in acc:
+        row = [b.select(b.fcmp_ordered("<", value, lo), lo, value) for value in row]
+        clamped.append([b.select(b.fcmp_ordered(">", value, hi), hi, value) for value in row])
+    return clamped
+
+
+def flat(rows: list) -> list:
+    """Rows of accumulators as one row-major list (what `branches` merges)."""
+    return [value for row in rows for value in row]
+
+
+def by_rows(flat: list, width: int) -> list:
+    """A row-major list of accumulators (as `branches` merges them) as rows of `width`."""
+    return [flat[j:j + width] for j in range(0, len(flat), width)]
+
+
+def apply_activation(g: GemmBuilder, value):
+    """The kernel's activation (a function of the math library) of one accumulator vector."""
+    return vmath.emit(g.b, g.shape.activation, value, fused_multiply_add=g.shape.fused)
