@@ -27,6 +27,15 @@ def memory_barrier(b: ir.IRBuilder) -> None:
     b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True), [])
 
 
+def stack_buffer(b: ir.IRBuilder, floats: int):
+    """An f32 buffer on the stack of the function being emitted (allocated at its entry), as a pointer."""
+    entry = ir.IRBuilder(b.function.entry_basic_block)
+    entry.position_at_start(b.function.entry_basic_block)
+    buffer = entry.alloca(ir.ArrayType(ir.FloatType(), floats), name="buffer")
+    as_pointer = ir.InlineAsm(ir.FunctionType(ir.PointerType(), [buffer.type]), "", "=r,0")   # (an untyped pointer)
+    return entry.call(as_pointer, [buffer])
+
+
 def pin(b: ir.IRBuilder, values: list, barrier: bool = True) -> list:
     """`values` as they are, through a memory barrier that takes and returns them in registers (vectors in
     vector registers, integers and pointers in general ones): LLVM computes them before it (past a plain

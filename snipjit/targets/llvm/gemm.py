@@ -54,7 +54,7 @@ from llvmlite import ir
 
 from .counted_loop import I64, CountedLoop, i64 as _c
 from .gemm_builder import I1, GemmBuilder, Panel, apply_activation, by_rows, clamp_to_bounds, flat, k_loop
-from .implicit_gemm import conv_taps, interior, output_pixels, window_rows
+from .implicit_gemm import conv_taps, interior, one_row, output_pixels, window_rows
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
@@ -153,8 +153,12 @@ def _row_block(g: GemmBuilder, p: Panel, rows: list, consecutive: bool = False) 
             return g.branches(b.icmp_signed("!=", d["row_taps"], _c(0)),
                               lambda: flat(window_rows(g, p, pixels, acc)),
                               lambda: flat(conv_taps(g, p, pixels, acc, stepped=True)))
-        acc = by_rows(g.branches(interior(g, pixels), inside, lambda: flat(conv_taps(g, p, pixels, acc))),
-                       vectors)
+        def edge():   # a first layer's kernel of a fixed column stride copies a clipped block's lines
+            if shape.planar and shape.column_stride:
+                return g.branches(one_row(g, pixels), lambda: flat(window_rows(g, p, pixels, acc, clipped=True)),
+                                  lambda: flat(conv_taps(g, p, pixels, acc)))
+            return flat(conv_taps(g, p, pixels, acc))
+        acc = by_rows(g.branches(interior(g, pixels), inside, edge), vectors)
     elif shape.conv:
         acc = conv_taps(g, p, pixels, acc)
     else:

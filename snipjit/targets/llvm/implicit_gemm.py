@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .counted_loop import I64, CountedLoop, i64 as _c, pin
+from .counted_loop import I64, CountedLoop, i64 as _c, pin, stack_buffer
 from .gemm_builder import F32, GemmBuilder, Panel, flat, k_loop
 
 
@@ -76,7 +76,7 @@ def conv_taps(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, stepped:
     return carried
 
 
-def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list) -> list:
+def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, clipped: bool = False) -> list:
     """`conv_taps` for a block of consecutive output pixels of one output row whose windows lie inside
     the image's columns, where K blocks cover whole kernel rows: per line — a kernel row of an NHWC
     image whose taps' channels are contiguous (one group, no dilation along the row: `row_taps`), or a
@@ -84,7 +84,9 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list) -> lis
     line. A 3×3 NHWC window of 16 channels is 3 loops of 48 steps instead of 9 of 16; a planar image's
     line is a kernel row of one plane (tap by tap, a 3-channel image would cost more addresses than
     FMAs): its loop runs along the kernel's columns, unrolled with the channels for a kernel of fixed
-    width and channels."""
+    width and channels. `clipped` (such a kernel of a fixed column stride): the block's windows may reach
+    past the image's columns; each line's columns are copied to a buffer first, zeros outside the image (the
+    edge blocks ran tap by tap before: ResNet's 7×7 first layer 1.07-1.15× as fast on Zen 3, 3×3 ones alike)."""
     b, d, shape = g.b, g.d, g.shape
     image, y, x = output_pixels[0]
     top = b.sub(b.mul(y, d["stride_h"]), d["pad_t"])
@@ -122,6 +124,8 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list) -> lis
     elif shape.channels:   # the kernel row's every channel, unrolled
         b_stride = b.mul(_c(shape.channels), p.ldb)    # from a tap's row of B to the next column's
         plane, summed = b.select(inside, d["channel_stride"], _c(0)), carried
+        if clipped:
+            a_rows, plane = _clipped_line(g, a_rows[0], plane, left, len(output_pixels))
         for ch in range(shape.channels):
             rows = [g.at(row, b.mul(_c(ch), plane)) for row in a_rows]
             if shape.column_stride:
@@ -136,6 +140,20 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list) -> lis
         next_c = b.add(c, _c(1))
     lines.leave(_next_position(b, kh, c, next_c, per_row) + list(zip(flat(carried), flat(summed))))
     return carried
+
+
+def _clipped_line(g: GemmBuilder, start, plane, left, pixels: int) -> tuple:
+    """A planar line's columns [left, left + (pixels - 1)·stride + KW) of every channel (`plane` apart from
+    `start`) copied to a stack buffer, zeros for those outside [0, W): ([the buffer], its channels' distance)."""
+    b, d, shape = g.b, g.d, g.shape
+    columns = (pixels - 1) * shape.column_stride + shape.kernel_width
+    buffer, zeros = stack_buffer(b, shape.channels * columns), g.pointer("zeros")
+    for j in range(columns):
+        inside = b.icmp_unsigned("<", b.add(left, _c(j)), d["W"])
+        for ch in range(shape.channels):
+            source = b.select(inside, g.at(start, b.add(b.mul(_c(ch), plane), _c(j))), zeros)
+            b.store(b.load(source, typ=F32), g.at(buffer, _c(ch * columns + j)))
+    return pin(b, [buffer]), _c(columns)   # (read back: not the stored values kept in registers)
 
 
 def _fixed_stride_line(g: GemmBuilder, acc: list, first, b_line, b_stride) -> list:
@@ -161,6 +179,11 @@ def _next_position(b: ir.IRBuilder, outer, inner, next_inner, count) -> list:
     return [(outer, b.add(outer, b.zext(wrap, I64))), (inner, b.select(wrap, _c(0), next_inner))]
 
 
+def one_row(g: GemmBuilder, output_pixels: list):
+    """Whether a block of consecutive output pixels lies in one output row."""
+    return g.b.icmp_signed("<", g.b.add(output_pixels[0][2], _c(len(output_pixels) - 1)), g.d["OW"])
+
+
 def interior(g: GemmBuilder, output_pixels: list):
     """Whether a block of consecutive output pixels lies in one output row with every tap of its windows
     inside the image's columns."""
@@ -169,5 +192,5 @@ def interior(g: GemmBuilder, output_pixels: list):
     x = output_pixels[0][2]
     left = b.sub(b.mul(x, d["stride_w"]), d["pad_l"])
     right = b.add(b.add(left, b.mul(_c(rows - 1), d["stride_w"])), b.mul(b.sub(d["KW"], _c(1)), d["dil_w"]))
-    one_row = b.icmp_signed("<", b.add(x, _c(rows - 1)), d["OW"])
-    return b.and_(b.and_(one_row, b.icmp_signed(">=", left, _c(0))), b.icmp_signed("<", right, d["W"]))
+    columns = b.and_(b.icmp_signed(">=", left, _c(0)), b.icmp_signed("<", right, d["W"]))
+    return b.and_(one_row(g, output_pixels), columns)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .counted_loop import I64, i64 as _c, when
+from .counted_loop import I64, i64 as _c, stack_buffer, when
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -51,11 +51,7 @@ class WindowBuilder:
 
     def stack_buffer(self, floats: int):
         """An f32 buffer on the stack of the function being emitted (allocated at its entry)."""
-        entry = ir.IRBuilder(self.b.function.entry_basic_block)
-        entry.position_at_start(self.b.function.entry_basic_block)
-        buffer = entry.alloca(ir.ArrayType(F32, floats), name="buffer")
-        as_pointer = ir.InlineAsm(ir.FunctionType(self.ptr, [buffer.type]), "", "=r,0")   # (an untyped pointer)
-        return entry.call(as_pointer, [buffer])
+        return stack_buffer(self.b, floats)
 
     def at(self, base, index):
         return self.b.gep(base, [index], source_etype=F32)
