@@ -25,6 +25,7 @@ from ..caches.object_cache import native_kernel
 from ..parallel.native_threads import NativeCall, get_native_pool, items_call, run_items, scratchpads
 from . import gemm_launch
 from .base import Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
+from .kernel_arguments import dim_array, pointer_array
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 17   # smaller blocks run on the calling thread
 ITEMS_PER_THREAD = 2                   # (batch, head, row chunk) items wanted per thread
@@ -312,14 +313,13 @@ def prepare(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scale
                 m_b=ms[0], m_h=ms[1], m_s=ms[2], m2_b=m2s[0], m2_h=m2s[1], m2_s=m2s[2], keep_b=keeps[0],
                 keep_h=keeps[1], keep_s=keeps[2], group=group, chunks=chunks, chunk_rows=chunk_rows)
     params = np.array([scale, masks.fill, 0.0 if masks.cap is None else masks.cap], np.float32)
-    arrays = (q, kt, v, out, mask, params, keep, mask2)
-    ptrs = (ctypes.c_void_p * len(PTRS))(*[None if x is None else x.ctypes.data for x in arrays])
+    ptrs = pointer_array(PTRS, Q=q, K=kt, V=v, O=out, mask=mask, params=params, keep=keep, mask2=mask2)
     kb = -(-sk // shape.nr) * shape.nr if sk <= ONE_KEY_BLOCK else max(1, KEY_BLOCK // shape.nr) * shape.nr
     dims["kb"] = kb
     scratch = scratchpads(pool.threads if pool is not None else 1,
                           (shape.scratch_floats(kb, d, dv, chunk_rows) + 16) * 4)
     made = (params, mask if copied else None, keep if copied_keep else None, mask2 if copied2 else None)
-    return AttentionLaunch(shape, ptrs, (ctypes.c_int64 * len(DIMS))(*(dims[n] for n in DIMS)),
+    return AttentionLaunch(shape, ptrs, dim_array(DIMS, **dims),
                            b * h * chunks, threads, scratch, made, copied or copied_keep or copied2)
 
 

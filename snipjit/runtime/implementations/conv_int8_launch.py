@@ -10,7 +10,6 @@ range (`ops.int8.unsigned_zero`), as the dot products take unsigned activations.
 """
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +19,7 @@ from ...ops.int8 import StaticQuantization, unsigned_zero
 from ..parallel.native_threads import scratchpads
 from .conv_launch import ConvGeometry, _clamp_array, _strided_pixels, pixel_rows
 from .gemm_launch import WorkSplit, available
+from .kernel_arguments import dim_array, pointer_array
 from . import int8
 
 
@@ -123,8 +123,8 @@ def prepare_int8_conv(x: np.ndarray, packed: PackedInt8Conv, out: np.ndarray, ge
     split = WorkSplit.of(shape, 1, m, packed.n, packed.taps * packed.kp)
     pixels = images * h * w
     rows = max(1, -(-pixels // (4 * split.threads)))
-    quantize_ptrs = (ctypes.c_void_p * len(QUANTIZE_PTRS))(x.ctypes.data, image.ctypes.data, params.ctypes.data)
-    quantize_dims = (ctypes.c_int64 * len(QUANTIZE_DIMS))(pixels, c, packed.kp, c, rows)
+    quantize_ptrs = pointer_array(QUANTIZE_PTRS, X=x, Q=image, params=params)
+    quantize_dims = dim_array(QUANTIZE_DIMS, M=pixels, K=c, Kp=packed.kp, ldx=c, chunk_rows=rows)
     quantize = int8.NativeCall(shape.quantize_name, lambda: quantize_module(shape), quantize_ptrs, quantize_dims,
                                -(-pixels // rows), split.threads, scratchpads(split.threads, 0))
 
@@ -140,9 +140,9 @@ def prepare_int8_conv(x: np.ndarray, packed: PackedInt8Conv, out: np.ndarray, ge
                   pad_t=geometry.pads[0], pad_l=geometry.pads[1], dil_h=dh, dil_w=dw, ldc=out.strides[2] // 4,
                   c_image=out.strides[0] // 4, c_row=out.strides[1] // 4,
                   ldr=0 if residual is None else residual.strides[2] // 4)
-    arrays = (image, packed.weights.data, out, scale, added, zero_sums, residual, clamp_values, zeros)
-    ptrs = (ctypes.c_void_p * len(PTRS))(*(None if a is None else a.ctypes.data for a in arrays))
-    dims = (ctypes.c_int64 * len(DIMS))(*(values[n] for n in DIMS))
+    ptrs = pointer_array(PTRS, Q=image, B=packed.weights.data, C=out, scale=scale, bias=added, zero_sums=zero_sums,
+                         residual=residual, clamp=clamp_values, zeros=zeros)
+    dims = dim_array(DIMS, **values)
     conv = int8.NativeCall(conv_name(shape, activation), lambda: conv_int8_module(shape, activation), ptrs, dims,
                            split.items, split.threads, scratchpads(split.threads, 0))
     return Int8ConvLaunch(quantize, conv, (image, params, scale, added, zero_sums, clamp_values, residual, packed))

@@ -87,7 +87,7 @@ def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False
 def _pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.ndarray, bias: np.ndarray | None,
                clamp: np.ndarray | None, residual: np.ndarray | None, repeats: bool) -> GemmLaunch:
     """A 1×1 convolution as the product of the pixels' rows by the weights (`conv_kernel`)."""
-    ptrs = kernel_pointers(x, packed.data, out, bias, clamp, None, residual)
+    ptrs = kernel_pointers(A=x, B=packed.data, C=out, bias=bias, clamp=clamp, residual=residual)
     return packed_product(kernel, packed.groups, x.shape[0] * x.shape[1] * x.shape[2], packed.k, packed.n, ptrs,
                           packed, lda=x.shape[3], a_batch=packed.cg, ldc=out.strides[2] // 4, c_batch=packed.n,
                           bias=bias, bias_batch=packed.n, ldr=0 if residual is None else residual.strides[2] // 4,
@@ -168,7 +168,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     # (a planar kernel of a fixed column stride reads a block's rows a stride apart from the zero row too)
     line = ((kernel.mr - 1) * sw if kernel.shape.column_stride else 0) + (kw - 1) * dw + 1
     zeros = np.zeros(max((cg - 1) * channel_stride + 1, line if planar else run), np.float32)
-    ptrs = kernel_pointers(x, packed.data, out, bias, clamp_values, zeros, residual)
+    ptrs = kernel_pointers(A=x, B=packed.data, C=out, bias=bias, clamp=clamp_values, zeros=zeros, residual=residual)
     return packed_product(kernel, groups, m, k, n, ptrs, packed, lda=0, a_batch=cg * channel_stride,
                           ldc=out.strides[2] // 4, c_batch=n, bias=bias, bias_batch=n,
                           ldr=0 if residual is None else residual.strides[2] // 4, repeats=repeats,

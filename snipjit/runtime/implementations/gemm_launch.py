@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 from ...memory.solver import aligned_empty
 from ..parallel.native_threads import get_native_pool, native_call, runner, scratchpads
 from ..caches.object_cache import NativeJob
+from .kernel_arguments import dim_array, pointer_array
 
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thread
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
@@ -316,7 +317,7 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
     if m < MIN_ROWS and packed is None:   # a row or two (depthwise convs, vectors): NumPy wastes nothing
         return None
     split = WorkSplit.of(kernel, count, m, n, k)
-    ptrs = kernel_pointers(a, operand, out, bias)
+    ptrs = kernel_pointers(A=a, B=operand, C=out, bias=bias)
     pack = packed is None and copies_panels(k, ldb)
     dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=ldb, b_panel_stride=panel_stride, ldc=n, panels=split.panels,
                        a_batch=a_batch, b_batch=b_batch, c_batch=m * n, chunks=split.chunks,
@@ -352,17 +353,13 @@ class WorkSplit:
         return WorkSplit(threads, panels, -(-m // chunk_rows), chunk_rows, count)
 
 
-def kernel_pointers(*arrays: np.ndarray | None) -> ctypes.Array:
-    """The kernel's `PTRS`, in order; missing ones (and those not given) null."""
+def kernel_pointers(**arrays: np.ndarray | None) -> ctypes.Array:
+    """The GEMM kernel's `PTRS` by name (those not given null)."""
     from ...targets.llvm.gemm import PTRS
-    addresses = [None if x is None else x.ctypes.data for x in arrays]
-    return (ctypes.c_void_p * len(PTRS))(*addresses, *[None] * (len(PTRS) - len(addresses)))
+    return pointer_array(PTRS, **arrays)
 
 
 def kernel_dims(**values: int) -> ctypes.Array:
-    """The kernel's `DIMS` by name (those of convolutions default to 0)."""
+    """The GEMM kernel's `DIMS` by name (those not given, a convolution's geometry in a product: 0)."""
     from ...targets.llvm.gemm import DIMS
-    unknown = set(values) - set(DIMS)
-    if unknown:
-        raise KeyError(f"not GEMM kernel dims: {sorted(unknown)}")
-    return (ctypes.c_int64 * len(DIMS))(*(values.get(name, 0) for name in DIMS))
+    return dim_array(DIMS, 0, **values)

@@ -21,6 +21,7 @@ from ..caches.object_cache import native_kernel
 from ..parallel.native_threads import get_native_pool, run_items, scratchpads
 from . import gemm_launch
 from .base import Implementation, Kernel, PreparedLaunch, ReferenceKernel
+from .kernel_arguments import dim_array, pointer_array
 
 DOMAIN = "snipjit.int8"
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18
@@ -120,9 +121,8 @@ def prepare(x: np.ndarray, packed: PackedInt8, out: np.ndarray) -> Int8Launch | 
     params = np.zeros(2, np.float32)
     values = dict(M=m, K=packed.k, Kp=kp, N=packed.n, ldx=ldx, ldc=packed.n, panels=packed.data.shape[0],
                   chunks=chunks, chunk_rows=chunk_rows)
-    ptrs = (ctypes.c_void_p * len(PTRS))(x.ctypes.data, packed.data.ctypes.data, out.ctypes.data,
-                                         packed.colsum.ctypes.data, params.ctypes.data)
-    dims = (ctypes.c_int64 * len(DIMS))(*(values[name] for name in DIMS))
+    ptrs = pointer_array(PTRS, X=x, B=packed.data, C=out, colsum=packed.colsum, params=params)
+    dims = dim_array(DIMS, **values)
     call = NativeCall(shape.name, lambda: int8_gemm_module(shape), ptrs, dims, chunks, threads,
                       scratchpads(threads, chunk_rows * kp * shape.value_bytes))
     return Int8Launch(call, params, packed)

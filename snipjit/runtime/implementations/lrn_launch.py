@@ -11,6 +11,7 @@ from ...targets.llvm.lrn import DIMS, PTRS, LrnShape, lrn_module
 from ..caches.object_cache import native_kernel
 from ..parallel.native_threads import NativeCall, Scratchpads, get_native_pool, native_call, runner, scratchpads
 from .gemm_launch import available
+from .kernel_arguments import dim_array, pointer_array
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # smaller tensors run on the calling thread
 
@@ -78,6 +79,6 @@ def prepare_lrn(x: np.ndarray, y: np.ndarray, size: int, alpha: float, beta: flo
     threads = pool.threads if pool is not None and x.size >= PARALLEL_MIN_ELEMENTS else 1
     params = np.array([alpha / size, bias], np.float32)
     scratch = scratchpads(threads, kernel.shape.scratch_floats(channels) * 4)
-    ptrs = (ctypes.c_void_p * len(PTRS))(x.ctypes.data, y.ctypes.data, params.ctypes.data)
-    dims = (ctypes.c_int64 * len(DIMS))(channels)
+    ptrs = pointer_array(PTRS, x=x, y=y, params=params)
+    dims = dim_array(DIMS, C=channels)
     return LrnLaunch(kernel, ptrs, dims, x.size // channels, threads, scratch, (x, y, params))

@@ -26,6 +26,7 @@ from ..parallel.native_threads import get_native_pool, native_call, runner
 from ..caches.object_cache import NativeJob
 from .conv_launch import pixel_rows
 from .gemm_launch import available
+from .kernel_arguments import dim_array, pointer_array
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
 ITEMS_PER_THREAD = 1          # work items wanted per thread: fewer rows than threads split the channels too
@@ -224,16 +225,6 @@ def _check_nhwc(name: str, a: np.ndarray, channel_slice: bool = False) -> None:
         raise ValueError(f"{name} must be {layout}, got {getattr(a, 'dtype', type(a).__name__)} {shape}{laid_out}")
 
 
-def arguments(names: tuple[str, ...], **arrays: np.ndarray | None) -> ctypes.Array:
-    """A kernel's pointer arguments `names`, in order, from the arrays of those names (missing ones null)."""
-    return (ctypes.c_void_p * len(names))(*[None if arrays.get(n) is None else arrays[n].ctypes.data for n in names])
-
-
-def dimensions(names: tuple[str, ...], values: dict[str, int]) -> ctypes.Array:
-    """A kernel's int64 dims `names`, in order."""
-    return (ctypes.c_int64 * len(names))(*(values[n] for n in names))
-
-
 def window_kernel(combine: str, window: Window, activation: str = "", group: int = 0) -> CompiledWindow:
     """The kernel a window op runs on: for a depthwise convolution whose kernel width, column stride and
     dilation have one, the variant reusing inputs across pixels (two output rows at once for the paired
@@ -291,11 +282,11 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         held = ()
     taps = ((np.arange(kh)[:, None] * dh * w + np.arange(kw)[None, :] * dw) * c).astype(np.int64).reshape(-1)
     held += (taps,)
-    ptrs = arguments(PTRS, x=x, w=weights, bias=full_bias, out=out, params=params, taps=taps)
+    ptrs = pointer_array(PTRS, x=x, w=weights, bias=full_bias, out=out, params=params, taps=taps)
     values = dict(H=h, W=w, C=c, OH=oh, OW=ow, KH=kh, KW=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=top, pl=left,
                   ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, cp=cp, include_pad=int(include_pad),
                   OC=out.strides[2] // out.itemsize)
-    dims = dimensions(DIMS, values)
+    dims = dim_array(DIMS, **values)
     return WindowLaunch(kernel, ptrs, dims, n * chunks * -(-oh // rows), threads, held, repeats)
 
 

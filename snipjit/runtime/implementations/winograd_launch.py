@@ -19,7 +19,8 @@ from ...memory.solver import aligned_empty
 from ..parallel.native_threads import get_native_pool
 from .conv_launch import ConvGeometry, _clamp_array, pixel_rows
 from .gemm_launch import GemmKernel, available, kernel_pointers, pack_batched, packed_product
-from .window_launch import CompiledWindow, WindowLaunch, arguments, dimensions
+from .kernel_arguments import dim_array, pointer_array
+from .window_launch import CompiledWindow, WindowLaunch
 
 TILE = 2                              # m of F(m×m, 3×3) where none is asked for
 LARGE_MAP = 20                        # outputs this high and wide take tiles of 4 (see `choose_tile`)
@@ -153,9 +154,9 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
     values = dict(N=images, H=h, W=w, C=c, tiles_h=tiles_h, tiles_w=tiles_w, pad_t=geometry.pads[0],
                   pad_l=geometry.pads[1])
     # (the transforms run like a window kernel: each thread's share of the tile rows in one piece)
-    before = WindowLaunch(transform_kernel("input", m), arguments(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
-                          dimensions(INPUT_DIMS, values), items, threads, (transformed, zeros), repeats)
-    ptrs = kernel_pointers(transformed, packed.data, products)
+    before = WindowLaunch(transform_kernel("input", m), pointer_array(INPUT_PTRS, X=x, V=transformed, zeros=zeros),
+                          dim_array(INPUT_DIMS, **values), items, threads, (transformed, zeros), repeats)
+    ptrs = kernel_pointers(A=transformed, B=packed.data, C=products)
     product = packed_product(packed.kernel, alpha * alpha, tiles, c, o, ptrs, packed, lda=c, a_batch=tiles * c,
                              ldc=o, c_batch=tiles * o, repeats=repeats, held=(transformed, products))
     bias_values = np.zeros(o, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
@@ -163,9 +164,9 @@ def prepare_winograd(x: np.ndarray, packed: PackedWinograd, out: np.ndarray, geo
     values = dict(N=images, OH=oh, OW=ow, O=o, tiles_h=tiles_h, tiles_w=tiles_w, c_image=out.strides[0] // 4,
                   c_row=out.strides[1] // 4, ldc=out.strides[2] // 4, ldr=o)
     after = WindowLaunch(transform_kernel("output", m, activation),
-                         arguments(OUTPUT_PTRS, M=products, Y=out, bias=bias_values, residual=residual,
-                                   clamp=clamp_values),
-                         dimensions(OUTPUT_DIMS, values), items, threads, (products, bias_values, clamp_values),
+                         pointer_array(OUTPUT_PTRS, M=products, Y=out, bias=bias_values, residual=residual,
+                                       clamp=clamp_values),
+                         dim_array(OUTPUT_DIMS, **values), items, threads, (products, bias_values, clamp_values),
                          repeats)
     return WinogradLaunch((before, product, after))
 
