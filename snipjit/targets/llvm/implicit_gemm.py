@@ -1,6 +1,7 @@
 """How a convolution's GEMM kernel (`gemm`, `MicroKernel.conv`) finds a row block's rows of A through the window:
-the output pixels of its rows, then per tap (`conv_taps`) or, inside the image's columns, per kernel row
-(`window_rows`) the rows' input pixels, the zero row where a tap falls into the padding."""
+the output pixels of its rows, then per tap (`conv_taps`) or, for a block of one output row inside the image's
+columns (a first layer's of a fixed column stride: any block of one output row), per kernel row (`window_rows`) the
+rows' input pixels, the zero row where a tap falls into the padding."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -86,7 +87,7 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, clippe
     FMAs): its loop runs along the kernel's columns, unrolled with the channels for a kernel of fixed
     width and channels. `clipped` (such a kernel of a fixed column stride): the block's windows may reach
     past the image's columns; each line's columns are copied to a buffer first, zeros outside the image (the
-    edge blocks ran tap by tap before: ResNet's 7×7 first layer 1.07-1.15× as fast on Zen 3, 3×3 ones alike)."""
+    edge blocks ran tap by tap before: ResNet's 7×7 first layer 1.07-1.15× as fast on Zen 3, 3×3 ones unchanged)."""
     b, d, shape = g.b, g.d, g.shape
     image, y, x = output_pixels[0]
     top = b.sub(b.mul(y, d["stride_h"]), d["pad_t"])
