@@ -172,9 +172,9 @@ def flat(rows: list) -> list:
     return [value for row in rows for value in row]
 
 
-def by_rows(flat: list, width: int) -> list:
+def by_rows(values: list, width: int) -> list:
     """A row-major list of accumulators (as `branches` merges them) as rows of `width`."""
-    return [flat[j:j + width] for j in range(0, len(flat), width)]
+    return [values[j:j + width] for j in range(0, len(values), width)]
 
 
 def apply_activation(g: GemmBuilder, value):
