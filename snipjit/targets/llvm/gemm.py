@@ -153,6 +153,7 @@ def _row_block(g: GemmBuilder, p: Panel, rows: list, consecutive: bool = False) 
             return g.branches(b.icmp_signed("!=", d["row_taps"], _c(0)),
                               lambda: flat(window_rows(g, p, pixels, acc)),
                               lambda: flat(conv_taps(g, p, pixels, acc, stepped=True)))
+
         def edge():   # a first layer's kernel of a fixed column stride copies a clipped block's lines
             if shape.planar and shape.column_stride:
                 return g.branches(one_row(g, pixels), lambda: flat(window_rows(g, p, pixels, acc, clipped=True)),
