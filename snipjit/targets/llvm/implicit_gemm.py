@@ -107,11 +107,10 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, clippe
     inside = b.icmp_unsigned("<", y, d["H"])
     pixel = b.add(b.add(first, b.mul(c, d["channel_stride"])), b.mul(b.mul(y, d["W"]), d["pixel_stride"]))
     a_rows = [b.select(inside, g.at(p.a_base, pixel), zeros)]
-    # a fixed column stride: rows at known offsets (outside the image too: the zero row is as long as a line)
-    row_step = _c(shape.column_stride) if shape.column_stride else \
-        b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
-    while len(a_rows) < len(output_pixels):
-        a_rows.append(g.at(a_rows[-1], row_step))
+    if not shape.column_stride:   # (with one, `_fixed_stride_line` finds the rows from the first)
+        row_step = b.select(inside, b.mul(d["stride_w"], d["pixel_stride"]), _c(0))
+        while len(a_rows) < len(output_pixels):
+            a_rows.append(g.at(a_rows[-1], row_step))
     b_line = g.at(p.b_base, b.mul(b.add(b.mul(kh, run), c), p.ldb))
     if not shape.planar:   # the kernel row's taps, channel after channel: contiguous in A and B
         # k counts up from -run to 0 from the line's end: the loop's bound is no register (spilled, in
@@ -126,14 +125,15 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, clippe
         b_stride = b.mul(_c(shape.channels), p.ldb)    # from a tap's row of B to the next column's
         plane, summed = b.select(inside, d["channel_stride"], _c(0)), carried
         if clipped:
-            a_rows, plane = _clipped_line(g, a_rows[0], plane, left, len(output_pixels))
+            a_rows[0], plane = _clipped_line(g, a_rows[0], plane, left, len(output_pixels))
         for ch in range(shape.channels):
             rows = [g.at(row, b.mul(_c(ch), plane)) for row in a_rows]
+            b_channel = g.at(b_line, b.mul(_c(ch), p.ldb))
             if shape.column_stride:
-                summed = _fixed_stride_line(g, summed, rows[0], g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride)
+                summed = _fixed_stride_line(g, summed, rows[0], b_channel, b_stride)
             else:
-                summed, _ = k_loop(g, f"kw{ch}", _c(0), width, shape.kernel_width, summed, rows,
-                                    g.at(b_line, b.mul(_c(ch), p.ldb)), b_stride, d["dil_w"])
+                summed, _ = k_loop(g, f"kw{ch}", _c(0), width, shape.kernel_width, summed, rows, b_channel, b_stride,
+                                    d["dil_w"])
         next_c = _c(shape.channels)
     else:
         summed, _ = k_loop(g, "kw", _c(0), width, shape.kernel_width or 1, carried, a_rows, b_line,
@@ -145,7 +145,7 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, clippe
 
 def _clipped_line(g: GemmBuilder, start, plane, left, pixels: int) -> tuple:
     """A planar line's columns [left, left + (pixels - 1)·stride + KW) of every channel (`plane` apart from
-    `start`) copied to a stack buffer, zeros for those outside [0, W): ([the buffer], its channels' distance)."""
+    `start`) copied to a stack buffer, zeros for those outside [0, W): (the buffer, its channels' distance)."""
     b, d, shape = g.b, g.d, g.shape
     columns = (pixels - 1) * shape.column_stride + shape.kernel_width
     buffer, zeros = stack_buffer(b, shape.channels * columns), g.pointer("zeros")
@@ -154,7 +154,7 @@ def _clipped_line(g: GemmBuilder, start, plane, left, pixels: int) -> tuple:
         for ch in range(shape.channels):
             source = b.select(inside, g.at(start, b.add(b.mul(_c(ch), plane), _c(j))), zeros)
             b.store(b.load(source, typ=F32), g.at(buffer, _c(ch * columns + j)))
-    return pin(b, [buffer]), _c(columns)   # (read back: not the stored values kept in registers)
+    return pin(b, [buffer])[0], _c(columns)   # (read back: not the stored values kept in registers)
 
 
 def _fixed_stride_line(g: GemmBuilder, acc: list, first, b_line, b_stride) -> list:

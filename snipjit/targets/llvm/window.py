@@ -64,7 +64,7 @@ from dataclasses import dataclass, replace
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c, pin
+from .counted_loop import I64, CountedLoop, i64 as _c, pin, stack_buffer
 from .window_builder import DIMS, F32, PTRS, BlockArgs, WindowBuilder  # noqa: F401 (DIMS, PTRS: the ABI)
 
 COMBINES = ("madd", "max", "mean")
@@ -227,7 +227,7 @@ def _grouped_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clippe
     group_w = g.at(blk.w, b.mul(cv, b.mul(b.mul(d["KH"], d["KW"]), _c(group))))   # the group's weights
     if clipped:   # the columns into a buffer, zeros for those outside [0, W): from there at known offsets
         zeros = g.at(g.p["params"], _c(ZEROS))
-        buffer = g.stack_buffer(columns * group)
+        buffer = stack_buffer(b, columns * group)
         for j in range(columns):
             inside = b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"])
             column = b.select(inside, g.at(x_row, b.mul(d["C"], _c(j))), zeros)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .counted_loop import I64, i64 as _c, stack_buffer, when
+from .counted_loop import I64, i64 as _c, when
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -48,10 +48,6 @@ class WindowBuilder:
         self.p = {n: b.load(b.gep(ptrs, [_c(i)], source_etype=self.ptr), typ=self.ptr) for i, n in enumerate(PTRS)}
         self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
         return fn
-
-    def stack_buffer(self, floats: int):
-        """An f32 buffer on the stack of the function being emitted (allocated at its entry)."""
-        return stack_buffer(self.b, floats)
 
     def at(self, base, index):
         return self.b.gep(base, [index], source_etype=F32)
