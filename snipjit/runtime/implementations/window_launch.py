@@ -5,8 +5,9 @@ MaxPool, AveragePool and the global pools.
 
 One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once
 per process and level; its register block follows the level (`targets.isa`). Depthwise weights are
-packed once (`pack_depthwise`): tap-major [KH·KW, cp] with cp a multiple of the vector width, zeros
-past C, so the kernel loads whole weight vectors without masks. Work items are output rows (pairs of
+packed once (`pack_depthwise`): channel-blocked [cp / lanes, KH·KW, lanes] with cp a multiple of the vector
+width, zeros past C, so the kernel loads whole weight vectors without masks, a channel vector's taps from
+one pointer. Work items are output rows (pairs of
 them for a 3×3 kernel at row stride 1, computed together) × chunks of channels × images, each thread's
 share in one piece (`WindowLaunch.grain`). Images split by rows, so each thread reads and writes memory
 of its own; by channels too only when the rows are fewer than the threads (split by channels over 2
@@ -72,11 +73,12 @@ class CompiledWindow:
 
 
 def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1,
-               group: int = 0) -> CompiledWindow:
+               group: int = 0, kh: int = 0) -> CompiledWindow:
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
     the variant for that kernel width, column stride `sw` and column dilation 1, computing `rows` output
     rows at once where it can; with `group` too, a grouped convolution's of `group` channels per group: one
-    vector that wide, or whole vectors) at the current ISA level."""
+    vector that wide, or whole vectors; without, a depthwise convolution's for kernel height `kh`, its kernel
+    rows unrolled) at the current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
@@ -85,7 +87,7 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, row
     per_group = group // lanes
     pixels, vectors = window_blocks(level.vector_registers, kw, rows, per_group, level.fused_multiply_add)
     shape = WindowKernel(combine, pixels, vectors, lanes, level.fused_multiply_add, activation, kw, sw if kw else 1,
-                         rows, level.vector_registers, per_group)
+                         rows, level.vector_registers, per_group, kh if kw and not per_group else 0)
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -99,14 +101,20 @@ def _padded(c: int, lanes: int) -> int:
 
 @dataclass(frozen=True)
 class PackedDepthwise:
-    """Depthwise weights [C, 1, KH, KW] laid out tap-major: data[kh·KW + kw, c], zeros past C."""
-    data: np.ndarray    # [KH·KW, cp]
+    """Depthwise weights [C, 1, KH, KW] channel-blocked for vectors of `lanes`: data[c // lanes, kh·KW + kw,
+    c % lanes], zeros past C (a channel vector's tap vectors side by side)."""
+    data: np.ndarray    # [cp / lanes, KH·KW, lanes]
     channels: int
     kernel: tuple[int, int]
 
+    @property
+    def lanes(self) -> int:
+        return self.data.shape[2]
+
     def unpack(self) -> np.ndarray:
         kh, kw = self.kernel
-        return np.ascontiguousarray(self.data[:, :self.channels].T.reshape(self.channels, 1, kh, kw))
+        taps = self.data.transpose(1, 0, 2).reshape(kh * kw, -1)[:, :self.channels]   # [KH·KW, C]
+        return np.ascontiguousarray(taps.T.reshape(self.channels, 1, kh, kw))
 
 
 def pack_depthwise(w: np.ndarray) -> PackedDepthwise:
@@ -115,10 +123,12 @@ def pack_depthwise(w: np.ndarray) -> PackedDepthwise:
         raise ValueError(f"depthwise weights must be [C, 1, KH, KW], got {list(w.shape)}")
     c, _, kh, kw = w.shape
     from ...targets.llvm import jit
-    cp = _padded(c, jit.host().level.f32_lanes)
-    data = aligned_empty(kh * kw * cp * 4).view(np.float32).reshape(kh * kw, cp)
-    data[:, c:] = 0
-    data[:, :c] = np.asarray(w, np.float32).reshape(c, kh * kw).T
+    lanes = jit.host().level.f32_lanes
+    cp = _padded(c, lanes)
+    padded = np.zeros((cp, kh * kw), np.float32)
+    padded[:c] = np.asarray(w, np.float32).reshape(c, kh * kw)
+    data = aligned_empty(kh * kw * cp * 4).view(np.float32).reshape(cp // lanes, kh * kw, lanes)
+    data[:] = padded.reshape(cp // lanes, lanes, kh * kw).transpose(0, 2, 1)
     return PackedDepthwise(data, c, (kh, kw))
 
 
@@ -235,7 +245,7 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
     if group and not reuse:
         raise ValueError(f"no grouped window kernel for window {window}")
     rows = 2 if reuse and not group and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
-    return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group)
+    return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group, window.kernel[0])
 
 
 def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
@@ -274,7 +284,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         if bias is not None:
             full_bias[:c] = np.asarray(bias, np.float32).reshape(c)
         lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
-        params = np.zeros(ZEROS + block, np.float32)   # the clamp, and zeros the edge columns read
+        params = np.zeros(ZEROS + _padded(max(c, 1), block), np.float32)   # the clamp; zeros the edges read
         params[:2] = lo, hi
         held = (weights, full_bias, params)   # (not x and out: a step's output buffer held here would never
     else:                                     # be recycled, and a new one costs a new launch each run)
@@ -312,7 +322,7 @@ def prepare_depthwise(x: np.ndarray, packed: PackedDepthwise, bias: np.ndarray |
     """out = clamp(activation(depthwise_conv(x, packed) + bias)) in NHWC (`activation`: a math-library
     function, or none); None when the native JIT is unavailable."""
     _check_weights(packed, PackedDepthwise, "pack_depthwise", x, window, bias, clamp)
-    if available() and packed.data.shape[1] != _padded(packed.channels, kernel_for("madd").shape.lanes):
+    if available() and packed.lanes != kernel_for("madd").shape.lanes:
         raise ValueError("the weights were packed for another ISA level than SNIPJIT_ISA now selects")
     return _launch("madd", x, out, window, packed.data, bias, clamp, False, repeats, activation)
 

@@ -1,5 +1,5 @@
-"""A counted loop for hand-built LLVM kernels (GEMM, strided copy): `for i in [start, stop) step`; `when`, a
-block emitted under a condition; and two scheduling barriers, `memory_barrier` and `pin`."""
+"""A counted loop for hand-built LLVM kernels (GEMM, strided copy): `for i in [start, stop) step`; `when` and
+`update_when`, a block emitted under a condition; and two scheduling barriers, `memory_barrier` and `pin`."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -13,13 +13,27 @@ def i64(v: int) -> ir.Constant:
 
 def when(b: ir.IRBuilder, condition, emit, name: str = "when") -> None:
     """Emit `emit()` under `condition`, then continue after it."""
+    update_when(b, condition, [], lambda _: emit(), name)
+
+
+def update_when(b: ir.IRBuilder, condition, values: list, emit, name: str = "when") -> list:
+    """Emit `emit(updated)` under `condition`, `updated` a list of `values` that it updates in place; then
+    continue after it with the values as updated where the condition held, else as they were."""
     fn = b.function
-    yes, done = fn.append_basic_block(name), fn.append_basic_block(f"{name}.done")
+    start, yes, done = b.block, fn.append_basic_block(name), fn.append_basic_block(f"{name}.done")
     b.cbranch(condition, yes, done)
     b.position_at_end(yes)
-    emit()
+    updated = list(values)
+    emit(updated)
+    end = b.block
     b.branch(done)
     b.position_at_end(done)
+    merged = []
+    for value, new in zip(values, updated):
+        merged.append(phi := b.phi(value.type))
+        phi.add_incoming(value, start)
+        phi.add_incoming(new, end)
+    return merged
 
 
 def memory_barrier(b: ir.IRBuilder) -> None:

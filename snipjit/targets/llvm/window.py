@@ -9,53 +9,32 @@ average pooling, global pooling — the same loops, told apart by how a tap comb
   inside the input.
 
 `grouped` (madd, reusing inputs): a grouped convolution whose groups are each `grouped` vectors (L = grouped·lanes
-channels) in and out: acc[o] += Σ_i w[g, kh, kw, i, o] · x[.., g·L + i], weights packed group by group [C/L,
-KH·KW·L, L]; a scalar broadcast per input channel and column feeds the group's vectors (`_grouped_input_row`).
-RegNetY's layers of 8 channels per group (Zen 3, AVX2) ran 1.5-2.1× faster than on the implicit GEMM's 8-wide block
-(one thread), which loaded a broadcast per FMA and reached ~30% of the FMA peak; layers of 16 channels per group
-(two vectors, blocks of 4 pixels) 1.0-1.3× (one thread) and 1.0-1.9× (two) as fast as on the GEMM's 16-wide block,
-slower once (14×14×1024, one thread: 0.8×), in two runs.
+channels) in and out (`window_reuse`).
 
 A global pool is the window covering the whole image (one output pixel). The ABI is the GEMM's (`KernelFunction`):
 `fn(ptrs, dims, begin, end, scratch)` computes work items [begin, end) on the native pool. A work item is one output
 row of one chunk of channels of one image (rows fastest, so a thread's consecutive items reuse the input rows they
 share).
 
-- ptrs: x [N, H, W, C]; w [KH·KW, cp] (depthwise weights tap-major, zero-padded to cp, a multiple of the
-  vector width); bias [cp] (zero-padded); out [N, OH, OW, C], its pixels OC elements apart (C, or more: a
-  slice of the channels of a Concat's output); params f32 [lo, hi, .., a vector of zeros at ZEROS]; taps i64
-  [KH·KW] (each tap's offset in x from the window's origin: kh·dh·W·C + kw·dw·C).
+- ptrs: x [N, H, W, C]; w [cp / lanes, KH·KW, lanes] (depthwise weights channel-blocked: each channel vector's
+  tap vectors side by side, zero-padded to cp, a multiple of the vector width); bias [cp] (zero-padded); out
+  [N, OH, OW, C], its pixels OC elements apart (C, or more: a slice of the channels of a Concat's output); params
+  f32 [lo, hi, .., zeros from ZEROS on, at least a vector and as many as the channels]; taps i64 [KH·KW] (each
+  tap's offset in x from the window's origin: kh·dh·W·C + kw·dw·C).
 - dims: see `DIMS`; `ow_lo`/`ow_hi` bound the output columns whose windows lie inside the input's width.
 
 Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through the tap loops,
 so each weight vector loaded serves every pixel of the block. For madd at column dilation 1 with the kernel width
-and column stride known when generating (`kw` up to 7, `sw` 1 or 2), the blocks also share inputs between pixels:
-per kernel row, the (pixels - 1)·sw + kw input columns are loaded once and feed the pixels × kw FMAs (against the
-tap loop's pixels × kw loads); the kernel was load-bound, and this measured 1.1-1.4× faster at 3×3, about 3× at 7×7
-on Zen 4 (AVX-512). Such a row runs in ceil(OW / pixels) blocks of equal width (14 columns: 7 + 7, not 8 and an
-overlapping 8; the last block overlaps its neighbour when the row is no multiple of the width), each over the
-chunk's whole vectors (measured 1.1-1.45× faster than blocks of 8, 4 and 1 called per channel block, on the 28×28 to
-7×7 layers at one thread), the blocks inside the input's width in one call (a call per block took a tenth of the
-112×112 layers of 16 and 32 channels, 2 threads); edge blocks read columns outside the input from a vector of
-zeros (a select of the address), and only the channel tail keeps the tap loop. Where a row's input columns do not
-all fit the registers beside the accumulators (AVX2), each column's FMAs are pinned before the next column's load,
-and a kernel row's weights stay in registers if they fit beside the accumulators (`window_blocks` sizes the block
-so they do): on Zen 3 (AVX2, one thread) 1.2-1.7× faster at 5×5 and 7×7 than 4-pixel blocks with the weights as
-FMA memory operands, which issued more loads than the FMAs could hide. Each register block is a function of its
-own, never inlined, whose tap loop reads the tap's offset from `taps`: with the offsets computed, or the blocks
-inlined into the row loops, LLVM strength-reduces every pixel's address into an induction variable and spills them
-(measured 2-3× slower). So are a row's blocks of one width (in the kernel's body, the rows of every width were
-most of its compile time). Without reuse, blocks of `pixels` and of half as many run over the interior columns (all
-taps inside the row, no checks); the columns left over and the edge columns run one pixel at a time with their kw
-range clipped to the input, never branching per tap; a row's kh range is clipped the same way. Channels go `vectors`
-at a time, then one vector at a time, then the tail of C under a lane mask — the only masked loads and stores, since
-the weights and bias are padded (AVX2's vmaskmov is slow: it stays out of every loop over whole vectors).
-
-With `rows` 2 (3×3 at row stride 1), a work item is two output rows and, where both have every kernel row inside the
-input, its blocks compute them together: each of their KH + 1 input rows is loaded once for both (against KH per
-row), 2·pixels accumulators. The kernel was bound by those loads, mostly from L2 (an input row of a 56×56×144 layer
-is 32 KB): measured 1.05-1.12× faster on MobileNet-V2's 3×3 stride-1 layers from 112×112 to 14×14×576 at one thread
-(Zen 4, AVX-512; AVX2 likewise), the same on 14×14×384 and 7×7×960.
+and column stride known when generating (`kw` up to 7, `sw` 1 or 2), the blocks also share inputs between pixels
+(`window_reuse`). Each register block is a function of its own, never inlined, whose tap loop reads the tap's offset
+from `taps`: with the offsets computed, or the blocks inlined into the row loops, LLVM strength-reduces every pixel's
+address into an induction variable and spills them (measured 2-3× slower). So are a row's blocks of one width (in
+the kernel's body, the rows of every width were most of its compile time). Without reuse, blocks of `pixels` and of
+half as many run over the interior columns (all taps inside the row, no checks); the columns left over and the edge
+columns run one pixel at a time with their kw range clipped to the input, never branching per tap; a row's kh range
+is clipped the same way. Channels go `vectors` at a time, then one vector at a time, then the tail of C under a lane
+mask — the only masked loads and stores, since the weights and bias are padded (AVX2's vmaskmov is slow: it stays
+out of every loop over whole vectors).
 """
 from __future__ import annotations
 
@@ -64,11 +43,11 @@ from dataclasses import dataclass, replace
 from llvmlite import ir
 
 from . import vmath
-from .counted_loop import I64, CountedLoop, i64 as _c, pin, stack_buffer
+from .counted_loop import I64, CountedLoop, i64 as _c
 from .window_builder import DIMS, F32, PTRS, BlockArgs, WindowBuilder  # noqa: F401 (DIMS, PTRS: the ABI)
+from .window_reuse import ZEROS, accumulate_rows
 
 COMBINES = ("madd", "max", "mean")
-ZEROS = 16   # madd: params [lo, hi, ...] has a vector of zeros (up to 16 lanes) from this float on
 
 
 @dataclass(frozen=True)
@@ -85,14 +64,18 @@ class WindowKernel:
     rows: int = 1   # with kw: output rows of a work item, 2: computed together where row stride and dilation are 1
     registers: int = 16   # vector registers of the ISA level
     grouped: int = 0   # with kw: vectors per group of a grouped convolution (see above; 0: depthwise)
+    kh: int = 0     # with kw, depthwise: the kernel height, its rows unrolled (required by rows 2)
 
     def __post_init__(self):
         if self.combine not in COMBINES:
             raise ValueError(f"window combine {self.combine!r} is not one of {COMBINES}")
         if self.kw and self.combine != "madd":
             raise ValueError(f"only madd reuses inputs across pixels (kw={self.kw}, combine {self.combine!r})")
-        if self.rows not in (1, 2) or (self.rows == 2 and not self.kw):
-            raise ValueError(f"a work item is 1 output row, or 2 with kw (rows={self.rows}, kw={self.kw})")
+        if self.rows not in (1, 2) or (self.rows == 2 and not self.kh):
+            raise ValueError(f"a work item is 1 output row, or 2 with kh (rows={self.rows}, kh={self.kh})")
+        if self.kh and (not self.kw or self.grouped):
+            raise ValueError(f"only a depthwise kernel reusing inputs unrolls its kernel rows (kh={self.kh}, "
+                             f"kw={self.kw}, grouped={self.grouped})")
         if self.grouped and (not self.kw or self.rows != 1):
             raise ValueError("a grouped convolution's kernel reuses inputs across pixels, one output row at a time")
 
@@ -112,7 +95,7 @@ class WindowKernel:
                 f"{'' if self.fused else '_mul_add'}{'_' + self.activation if self.activation else ''}"
                 f"{f'_kw{self.kw}' if self.kw else ''}{f'_s{self.sw}' if self.sw != 1 else ''}"
                 f"{f'_r{self.rows}' if self.rows != 1 else ''}{f'_grouped{self.grouped}' if self.grouped else ''}"
-                f"_v{self.registers}")
+                f"{f'_kh{self.kh}' if self.kh else ''}_v{self.registers}")
 
 
 def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: int = 0,
@@ -154,8 +137,8 @@ def _accumulate(g: WindowBuilder, blk: BlockArgs, pixels: int, vectors: int, mas
     # address into an induction variable of its own (it spills them, and sets them up at every call)
     x_tap = g.at(blk.x, b.load(b.gep(g.p["taps"], [tap.index], source_etype=I64), typ=I64))
     if combine == "madd":
-        w_tap = g.at(blk.w, b.mul(tap.index, d["cp"]))
-        weights = [g.load(g.at(w_tap, _c(v * lanes))) for v in range(vectors)]
+        w_tap, taps = g.at(blk.w, b.mul(tap.index, _c(lanes))), b.mul(d["KH"], d["KW"])
+        weights = [g.load(g.at(w_tap, b.mul(taps, _c(v * lanes)))) for v in range(vectors)]
     else:
         weights = [None] * vectors
     updated = [[g.combine(inner[p][v], g.load(g.at(x_tap, b.add(offsets[p], _c(v * lanes))), mask), weights[v])
@@ -163,131 +146,6 @@ def _accumulate(g: WindowBuilder, blk: BlockArgs, pixels: int, vectors: int, mas
     tap.leave([(inner[p][v], updated[p][v]) for p in range(pixels) for v in range(vectors)])
     kh_loop.leave([(outer[p][v], inner[p][v]) for p in range(pixels) for v in range(vectors)])
     return outer
-
-
-def _input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list,
-               acc: list) -> None:
-    """The FMAs of one input row of a block reusing inputs: a depthwise or a grouped convolution's."""
-    if g.shape.grouped:
-        _grouped_input_row(g, blk, pixels, cv, clipped, x_row, firsts, acc)
-    else:
-        _depthwise_input_row(g, blk, pixels, cv, clipped, x_row, firsts, acc)
-
-
-def _depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list,
-                         acc: list) -> None:
-    """The FMAs of one input row (at `x_row`, channel offset `cv` included) of a block reusing inputs (stride
-    `sw`, kernel width `kw` known) into the accumulators acc[t][pixel] of each output row t, whose kernel row
-    starts at tap firsts[t]: each of the (pixels - 1)·sw + kw input columns is loaded once and feeds the
-    (row, pixel, tap) triples it belongs to, against kw weight vectors per output row loaded once.
-    `clipped`: the block's first input column is `blk.kw_lo` (maybe negative), columns outside [0, W) read
-    the zeros at `params` + ZEROS (a select of the address: no branch, no vector register)."""
-    b, d, kw, sw = g.b, g.d, g.shape.kw, g.shape.sw
-    columns, registers = (pixels - 1) * sw + kw, g.shape.registers
-    # when the accumulators, weights and every input column of a row exceed the registers, each column's FMAs
-    # are pinned before the next column's load (`pin`), else LLVM loads the columns up front and spills; the
-    # weights stay in registers if they fit beside the accumulators and an input column, else they are
-    # loaded where used (FMA memory operands)
-    live = len(firsts) * (pixels + kw)
-    barrier = live + columns > registers
-    keep = live + 1 <= registers
-    weight = [[g.at(blk.w, b.add(b.mul(b.add(first, _c(t)), d["cp"]), cv)) for t in range(kw)] for first in firsts]
-    weights = [[g.load(address) for address in row] for row in weight] if keep else weight
-    zeros = g.at(g.p["params"], _c(ZEROS))
-    for j in range(columns):
-        address = g.at(x_row, b.mul(d["C"], _c(j)))
-        if clipped:
-            address = b.select(b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"]), address, zeros)
-        x = g.load(address)
-        touched = []
-        for t, row in enumerate(acc):
-            for p in range(pixels):
-                if 0 <= j - p * sw < kw:
-                    w = weights[t][j - p * sw]
-                    row[p] = g.combine(row[p], x, w if keep else g.load(w))
-                    touched.append((row, p))
-        if barrier and touched:
-            for (row, p), value in zip(touched, pin(b, [row[p] for row, p in touched])):
-                row[p] = value
-
-
-def _grouped_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row, firsts: list,
-                       acc: list) -> None:
-    """`_input_row` of a grouped convolution (L = `grouped`·lanes channels per group, from `cv`; acc[t][pixel·
-    grouped + vector]): per input channel i of the group, its kw·grouped weight vectors W[tap, i] loaded once,
-    then each of the (pixels - 1)·sw + kw input columns one broadcast feeding the (row, pixel, tap) triples it
-    belongs to, those accumulators pinned before the next column's load. Inside the input's width, the columns'
-    addresses are one base pointer per 3 columns plus 0, 1 or 2 pixel steps (computed once, no arithmetic per
-    channel); clipped, the columns are copied to a stack buffer first, zeros for those outside [0, W), and read
-    there at offsets known when generating (an address select per column and channel measured 1.3× slower at 7
-    output columns, stride 2)."""
-    b, d, kw, sw, lanes, vectors = g.b, g.d, g.shape.kw, g.shape.sw, g.shape.lanes, g.shape.grouped
-    group = lanes * vectors
-    columns = (pixels - 1) * sw + kw
-    group_w = g.at(blk.w, b.mul(cv, b.mul(b.mul(d["KH"], d["KW"]), _c(group))))   # the group's weights
-    if clipped:   # the columns into a buffer, zeros for those outside [0, W): from there at known offsets
-        zeros = g.at(g.p["params"], _c(ZEROS))
-        buffer = stack_buffer(b, columns * group)
-        for j in range(columns):
-            inside = b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"])
-            column = b.select(inside, g.at(x_row, b.mul(d["C"], _c(j))), zeros)
-            for v in range(vectors):
-                g.store(g.load(g.at(column, _c(v * lanes))), g.at(buffer, _c(j * group + v * lanes)))
-        buffer = pin(b, [buffer])[0]   # (its loads stay loads: not the stored vectors' lanes shuffled)
-        addresses = [g.at(buffer, _c(j * group)) for j in range(columns)]
-    else:   # a base pointer per 3 columns, each column 0, 1 or 2 C from one (no address arithmetic per channel)
-        pinned = pin(b, [g.at(x_row, b.mul(d["C"], _c(j))) for j in range(0, columns, 3)] + [d["C"]])
-        bases, step = pinned[:-1], pinned[-1]
-        addresses = [g.at(bases[j // 3], b.mul(step, _c(j % 3))) for j in range(columns)]
-    for i in range(group):
-        weights = [[[g.load(g.at(group_w, b.add(b.mul(first, _c(group * group)),
-                                                _c((t * group + i) * group + v * lanes))))
-                     for v in range(vectors)] for t in range(kw)] for first in firsts]
-        for j, address in enumerate(addresses):
-            x = g.splat(b.load(g.at(address, _c(i)), typ=F32))
-            touched = []
-            for t, row in enumerate(acc):
-                for p in range(pixels):
-                    if 0 <= j - p * sw < kw:
-                        for v in range(vectors):
-                            row[p * vectors + v] = g.combine(row[p * vectors + v], x, weights[t][j - p * sw][v])
-                            touched.append((row, p * vectors + v))
-            for (row, k), value in zip(touched, pin(b, [row[k] for row, k in touched])):
-                row[k] = value
-
-
-def _accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, rows: int) -> list:
-    """The accumulators [row][pixel] of the channel vector at offset `cv` of a block reusing inputs (a
-    grouped convolution's: [row][pixel·grouped + vector] of the group at `cv`): one output row over its kernel
-    rows [kh_lo, kh_hi); or two neighbouring rows (row stride and dilation 1, every kernel row inside the input),
-    each of their KH + 1 input rows loaded once for both."""
-    b, d, kw, lanes = g.b, g.d, g.shape.kw, g.shape.lanes
-    initial = [g.load(g.at(blk.bias, b.add(cv, _c(v * lanes)))) for v in range(g.shape.step_vectors)]
-    if rows == 1:
-        kh_loop = CountedLoop(b, "kh", blk.kh_lo, blk.kh_hi, 1)
-        acc = [kh_loop.phi(g.vec, value) for _ in range(pixels) for value in initial]
-        kh_loop.enter()
-        first = b.mul(kh_loop.index, _c(kw))
-        x_row = g.at(blk.x, b.load(b.gep(g.p["taps"], [first], source_etype=I64), typ=I64))   # see _accumulate
-        updated = [list(acc)]
-        _input_row(g, blk, pixels, cv, clipped, g.at(x_row, cv), [first], updated)
-        kh_loop.leave(list(zip(acc, updated[0])))
-        return [acc]
-    row_step = b.mul(d["W"], d["C"])
-    x_at = lambda i: g.at(g.at(blk.x, b.mul(i, row_step)), cv)   # noqa: E731 (input row i of the pair's)
-    top, bottom = initial * pixels, initial * pixels
-    _input_row(g, blk, pixels, cv, clipped, x_at(_c(0)), [_c(0)], [top])   # the top row's kernel row 0
-    loop = CountedLoop(b, "kh", _c(1), d["KH"], 1)
-    acc = [[loop.phi(g.vec, value) for value in row] for row in (top, bottom)]
-    loop.enter()
-    updated = [list(row) for row in acc]   # input row i: kernel row i of the top row, i - 1 of the bottom
-    first = b.mul(loop.index, _c(kw))
-    _input_row(g, blk, pixels, cv, clipped, x_at(loop.index), [first, b.sub(first, _c(kw))], updated)
-    loop.leave([pair for t in range(2) for pair in zip(acc[t], updated[t])])
-    bottom = list(acc[1])
-    last = b.sub(d["KH"], _c(1))
-    _input_row(g, blk, pixels, cv, clipped, x_at(d["KH"]), [b.mul(last, _c(kw))], [bottom])
-    return [acc[0], bottom]
 
 
 def _bounds(g: WindowBuilder):
@@ -317,7 +175,7 @@ def _block_function(g: WindowBuilder, pixels: int, vectors: int, masked: bool, m
     """The function computing a register block: `pixels` neighbouring output pixels × `vectors` channel
     vectors (`masked`: one vector, its lanes below `left`) on the tap loop (`mode` "taps"); or, `mode`
     "reuse" (inside the input's width) and "clipped" (not), `pixels` output pixels over the whole vectors
-    of the `left` channels, one vector at a time, reusing inputs across pixels (`_accumulate_rows`): one
+    of the `left` channels, one vector at a time, reusing inputs across pixels (`accumulate_rows`): one
     call per block of a row's chunk ("reuse": per run of `count` neighbouring blocks), its setup shared by
     the chunk's vectors; "reuse2" and "clipped2" the same on two neighbouring output rows."""
     name = f"{g.shape.name}_{pixels}x{vectors}{'_masked' if masked else ''}{'' if mode == 'taps' else '_' + mode}"
@@ -346,7 +204,7 @@ def _block_function(g: WindowBuilder, pixels: int, vectors: int, masked: bool, m
         loop = CountedLoop(b, "cv", _c(0), whole, step)
         loop.enter()
         rows = 2 if mode.endswith("2") else 1
-        acc = _accumulate_rows(g, at, pixels, loop.index, mode.startswith("clipped"), rows)
+        acc = accumulate_rows(g, at, pixels, loop.index, mode.startswith("clipped"), rows)
         for r in range(rows):
             out_row = g.at(at.out, b.add(b.mul(_c(r), b.mul(d["OW"], d["OC"])), loop.index))
             for k, value in enumerate(_finish(g, acc[r], scale, bounds)):
@@ -392,7 +250,8 @@ def _columns(g: WindowBuilder, row: _Row, blocks: dict, start, stop, pixels: int
 
     def call(c, count: int) -> None:
         b.call(blocks[pixels, max(count, 1), count == 0, "taps"],
-               [*row.args, g.at(x_pixel, c), g.at(g.p["w"], c), g.at(g.p["bias"], c), g.at(out_pixel, c),
+               [*row.args, g.at(x_pixel, c), g.at(g.p["w"], b.mul(c, b.mul(d["KH"], d["KW"]))), g.at(g.p["bias"], c),
+                g.at(out_pixel, c),
                 row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), _c(1)])
 
     _channels(g, row, call)
@@ -427,7 +286,8 @@ def _reuse_block(g: WindowBuilder, row: _Row, blocks: dict, ow0, pixels: int, ro
     whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(step)), _c(step)))
 
     def call(key, x, out, c, kw_lo, kw_hi, count=_c(1)) -> None:
-        w = g.at(g.p["w"], b.mul(c, b.mul(b.mul(d["KH"], d["KW"]), _c(step))) if g.shape.grouped else c)
+        taps = b.mul(d["KH"], d["KW"])   # (c·taps: a channel vector's weights, or a group's its channels')
+        w = g.at(g.p["w"], b.mul(c, b.mul(taps, _c(step)) if g.shape.grouped else taps))
         b.call(blocks[key], [*row.args, g.at(x, c), w, g.at(g.p["bias"], c), g.at(out, c),
                              row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), count])
 

@@ -72,7 +72,7 @@ def test_depthwise(level, case):
     rng = np.random.default_rng(sum(shape))
     x, weights, bias = nhwc(rng, *shape), nhwc(rng, shape[3], 1, *kernel), nhwc(rng, shape[3])
     packed = wl.pack_depthwise(weights)
-    assert packed.data.shape[1] % level.f32_lanes == 0
+    assert packed.lanes == level.f32_lanes and packed.data.shape[0] * packed.lanes >= shape[3]
     np.testing.assert_array_equal(packed.unpack(), weights)
     for with_bias, clamp in EPILOGUES:
         b = bias if with_bias else None
@@ -114,7 +114,9 @@ REUSE_CASES = [
     ((1, 5, 37, 9), (2, 2), (1, 0, 0, 1)),      # even width, one-sided pads
     ((1, 4, 67, 21), (3, 3), (0, 0, 0, 0)),     # no pads: the whole row one run of blocks, then the overlapping one
 ]
-STRIDED_REUSE_CASES = [   # column stride 2 (the row stride and dilation are the tap loop's)
+STRIDED_REUSE_CASES = [   # column stride 2, or a row stride or dilation other than 1
+    ((1, 11, 20, 24), (3, 3), (1, 1), (2, 1), (2, 1, 2, 1)),      # row dilation 2: one output row at a time
+    ((1, 10, 19, 13), (5, 3), (2, 1), (1, 1), (2, 1, 2, 1)),      # row stride 2, KH != KW
     ((1, 28, 28, 48), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),      # EfficientNet's 5×5 stride 2
     ((2, 13, 29, 37), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),      # batch, odd width, tail
     ((1, 9, 40, 24), (3, 3), (1, 2), (2, 1), (0, 0, 1, 1)),       # TF "SAME", row dilation 2
@@ -174,7 +176,8 @@ def test_a_kernel_for_two_rows_computes_them_apart_at_other_row_strides(level, m
     """The launch pairs rows only at row stride and dilation 1; the kernel checks it too (at other ones, a
     work item's two rows are computed one at a time)."""
     chosen = wl.kernel_for
-    monkeypatch.setattr(wl, "kernel_for", lambda *args: chosen(*args[:4], rows=2))
+    monkeypatch.setattr(wl, "kernel_for", lambda combine, activation="", kw=0, sw=1, rows=1, group=0, kh=0:
+                        chosen(combine, activation, kw, sw, 2 if kw else rows, group, kh))
     window = wl.Window((3, 3), strides, (1, 1, 1, 1), dilations)
     rng = np.random.default_rng(3)
     x, weights, bias = nhwc(rng, 1, 11, 13, 24), nhwc(rng, 24, 1, 3, 3), nhwc(rng, 24)
