@@ -17,16 +17,19 @@ as large as input and weights, and reads what is left over in a second call; "li
 share of it (limit time / kernel time), 100% at the bandwidth of a plain streaming loop; the limit's time is
 its fastest round (a busy core stalls its static split), the engines' the median; the limits are measured
 first, before ONNX Runtime's threads exist. "FMA bound" is the time of the layer's multiply-adds at the FMA
-peak (`bench.gemm`, measured in the same run): a layer whose FMA bound exceeds its streaming limit cannot
-reach the limit; "of bound" is the kernel's share of the larger of the two.
+peak (`bench.gemm`'s register-only loop, measured again before each round of the layer, as `bench.conv` does:
+this machine's clock moves between phases of seconds, and a peak taken once skews every ratio of the run), at
+the median of the layer's rounds: a layer whose FMA bound exceeds its streaming limit cannot reach the limit;
+"of bound" is the median over rounds of the larger of the two (at that round's peak) over the kernel's time.
 """
 from __future__ import annotations
 
 import statistics
+import time
 
 import numpy as np
 
-from bench.gemm import cpu_model, fma_peak, layer_parser, seconds_per_call, use_threads
+from bench.gemm import SETTLE_SECONDS, cpu_model, fma_peak, layer_parser, seconds_per_call, use_threads
 
 # (H, W, C, kernel, stride); pads kernel // 2 on every side
 DEPTHWISE = ((112, 112, 32, 3, 1), (112, 112, 96, 3, 2), (56, 56, 144, 3, 1), (28, 28, 192, 3, 1),   # MobileNet-V2
@@ -106,8 +109,10 @@ def limit(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -> 
     return min(seconds_per_call(call, budget) for _ in range(rounds)) * 1e6
 
 
-def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -> dict[str, float]:
-    """snipjit's and ONNX Runtime's median µs per call of a layer, alternated round by round."""
+def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float
+            ) -> tuple[dict[str, list[float]], list[float]]:
+    """snipjit's and ONNX Runtime's µs per call of a layer in each round, alternated round by round, and the FMA
+    peak (GFLOP/s) measured before each round."""
     from snipjit.runtime.implementations import window_launch as wl
     h, w, c, k, s = shape
     x, weights, bias, window, out = _arrays(kind, shape)
@@ -125,10 +130,13 @@ def measure(kind: str, shape: tuple, threads: int, rounds: int, budget: float) -
     if error > 1e-4 * max(1.0, np.abs(y_nchw).max()):
         raise AssertionError(f"snipjit's {kind} {shape} differs from ONNX Runtime's by {error:.2e}")
     times: dict[str, list[float]] = {name: [] for name in engines}
+    peaks = []
     for _ in range(rounds):
+        time.sleep(SETTLE_SECONDS)
+        peaks.append(fma_peak(threads, 1))
         for name, fn in engines.items():
-            times[name].append(seconds_per_call(fn, budget))
-    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
+            times[name].append(seconds_per_call(fn, budget) * 1e6)
+    return times, peaks
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,24 +146,29 @@ def main(argv: list[str] | None = None) -> None:
     kernels = {int(k) for k in args.kernels.split(",") if k}
     use_threads(args.threads)
     from snipjit.targets.llvm import jit
-    peak = fma_peak(args.threads, args.rounds)
     rows = [("dwconv", shape) for shape in DEPTHWISE if shape[3] in kernels] + [("maxpool", MAXPOOL)]
     # the streaming limits first, before any ONNX Runtime session exists: its threads spin between runs, and
     # the stream kernel's OpenMP threads stall behind them (15 ms calls instead of 50 µs)
     limits = [limit("conv" if name == "dwconv" else "max", shape, args.threads, args.rounds, args.budget)
               for name, shape in rows]
-    print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, {args.threads} threads, "
-          f"FMA peak {peak:.0f} GFLOP/s; microseconds per call (median of {args.rounds} rounds)")
+    print(f"{cpu_model()}, LLVM CPU {jit.host().cpu}, ISA level {jit.host().level.name}, {args.threads} threads; "
+          f"microseconds per call (median of {args.rounds} rounds)")
     print(f"{'op':>8} {'H×W×C k s':>18} {'snipjit':>9} {'ORT':>9} {'ORT/snipjit':>12} {'stream':>9} {'limit':>6} "
           f"{'FMA bound':>10} {'of bound':>9}")
+    all_peaks: list[float] = []
     for (name, shape), stream_time in zip(rows, limits):
-        r = measure("conv" if name == "dwconv" else "max", shape, args.threads, args.rounds, args.budget)
+        times, peaks = measure("conv" if name == "dwconv" else "max", shape, args.threads, args.rounds, args.budget)
+        all_peaks += peaks
+        r = {engine: statistics.median(t) for engine, t in times.items()}
         h, w, c, k, s = shape
         o = (h + 2 * (k // 2) - k) // s + 1
-        fma_bound = 2 * o * o * c * k * k / peak / 1e3 if name == "dwconv" else 0.0
+        flops = 2 * o * o * c * k * k if name == "dwconv" else 0
+        fma_bound = flops / statistics.median(peaks) / 1e3
+        of_bound = statistics.median(max(stream_time, flops / p / 1e3) / t for t, p in zip(times["snipjit"], peaks))
         print(f"{name:>8} {f'{h}×{w}×{c} {k} {s}':>18} {r['snipjit']:9.1f} {r['onnxruntime']:9.1f} "
               f"{r['onnxruntime'] / r['snipjit']:12.2f} {stream_time:9.1f} {stream_time / r['snipjit']:6.0%} "
-              f"{fma_bound:10.1f} {max(stream_time, fma_bound) / r['snipjit']:9.0%}")
+              f"{fma_bound:10.1f} {of_bound:9.0%}")
+    print(f"the FMA peak of the rounds: {min(all_peaks):.0f}-{max(all_peaks):.0f} GFLOP/s")
 
 
 if __name__ == "__main__":
