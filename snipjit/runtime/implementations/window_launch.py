@@ -6,13 +6,13 @@ MaxPool, AveragePool and the global pools.
 One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once
 per process and level; its register block follows the level (`targets.isa`). Depthwise weights are
 packed once (`pack_depthwise`): channel-blocked [cp / lanes, KH·KW, lanes] with cp a multiple of the vector
-width, zeros past C, so the kernel loads whole weight vectors without masks, a channel vector's taps from
-one pointer. Work items are output rows (pairs of
-them for a 3×3 kernel at row stride 1, computed together) × chunks of channels × images, each thread's
-share in one piece (`WindowLaunch.grain`). Images split by rows, so each thread reads and writes memory
-of its own; by channels too only when the rows are fewer than the threads (split by channels over 2
-threads, the pixels' cache lines alternating between cores, the 14×14 and 7×7 layers ran 1.4-1.8×
-slower than split by rows, Zen 4). A small job runs on the calling thread.
+width, zeros past C, so the kernel loads whole weight vectors without masks, a channel vector's taps at
+offsets from one pointer. Work items are output rows (pairs of them for a 3×3 kernel at row stride 1,
+computed together) × chunks of channels × images, each thread's share in one piece (`WindowLaunch.grain`).
+Images split by rows, so each thread reads and writes memory of its own; by channels too only when the rows
+are fewer than the threads (split by channels over 2 threads, the pixels' cache lines alternating between
+cores, the 14×14 and 7×7 layers ran 1.4-1.8× slower than split by rows, Zen 4). A small job runs on the
+calling thread.
 """
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, row
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
     the variant for that kernel width, column stride `sw` and column dilation 1, computing `rows` output
     rows at once where it can; with `group` too, a grouped convolution's of `group` channels per group: one
-    vector that wide, or whole vectors; without, a depthwise convolution's for kernel height `kh`, its kernel
-    rows unrolled) at the current ISA level."""
+    vector that wide, or whole vectors; a depthwise convolution's, without `group`, unrolls its `kh` kernel
+    rows) at the current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level
@@ -294,7 +294,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     held += (taps,)
     ptrs = pointer_array(PTRS, x=x, w=weights, bias=full_bias, out=out, params=params, taps=taps)
     values = dict(H=h, W=w, C=c, OH=oh, OW=ow, KH=kh, KW=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=top, pl=left,
-                  ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, cp=cp, include_pad=int(include_pad),
+                  ow_lo=ow_lo, ow_hi=ow_hi, chunks=chunks, chunk_c=chunk_c, include_pad=int(include_pad),
                   OC=out.strides[2] // out.itemsize)
     dims = dim_array(DIMS, **values)
     return WindowLaunch(kernel, ptrs, dims, n * chunks * -(-oh // rows), threads, held, repeats)

@@ -13,7 +13,7 @@ F32 = ir.FloatType()
 I32 = ir.IntType(32)
 I1 = ir.IntType(1)
 DIMS = ("H", "W", "C", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl", "ow_lo", "ow_hi",
-        "chunks", "chunk_c", "cp", "include_pad", "OC")
+        "chunks", "chunk_c", "include_pad", "OC")
 PTRS = ("x", "w", "bias", "out", "params", "taps")
 
 
