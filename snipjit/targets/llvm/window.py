@@ -249,9 +249,9 @@ def _columns(g: WindowBuilder, row: _Row, blocks: dict, start, stop, pixels: int
     out_pixel = g.at(row.out_row, b.mul(loop.index, d["OC"]))
 
     def call(c, count: int) -> None:
+        w = g.at(g.p["w"], b.mul(c, b.mul(d["KH"], d["KW"])))   # channel c's weights: c·KH·KW floats in
         b.call(blocks[pixels, max(count, 1), count == 0, "taps"],
-               [*row.args, g.at(x_pixel, c), g.at(g.p["w"], b.mul(c, b.mul(d["KH"], d["KW"]))), g.at(g.p["bias"], c),
-                g.at(out_pixel, c),
+               [*row.args, g.at(x_pixel, c), w, g.at(g.p["bias"], c), g.at(out_pixel, c),
                 row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), _c(1)])
 
     _channels(g, row, call)
@@ -286,7 +286,7 @@ def _reuse_block(g: WindowBuilder, row: _Row, blocks: dict, ow0, pixels: int, ro
     whole = b.add(row.c_begin, b.mul(b.sdiv(b.sub(row.c_end, row.c_begin), _c(step)), _c(step)))
 
     def call(key, x, out, c, kw_lo, kw_hi, count=_c(1)) -> None:
-        taps = b.mul(d["KH"], d["KW"])   # (c·taps: a channel vector's weights, or a group's its channels')
+        taps = b.mul(d["KH"], d["KW"])   # channel c's weights: c·KH·KW floats in (a group's: c·KH·KW·L)
         w = g.at(g.p["w"], b.mul(c, b.mul(taps, _c(step)) if g.shape.grouped else taps))
         b.call(blocks[key], [*row.args, g.at(x, c), w, g.at(g.p["bias"], c), g.at(out, c),
                              row.kh_lo, row.kh_hi, kw_lo, kw_hi, b.sub(row.c_end, c), count])
