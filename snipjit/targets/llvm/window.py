@@ -64,18 +64,18 @@ class WindowKernel:
     rows: int = 1   # with kw: output rows of a work item, 2: computed together where row stride and dilation are 1
     registers: int = 16   # vector registers of the ISA level
     grouped: int = 0   # with kw: vectors per group of a grouped convolution (see above; 0: depthwise)
-    kh: int = 0     # with kw, depthwise: the kernel height, its rows unrolled (required by rows 2)
+    kh: int = 0     # with kw, depthwise (and only then): the kernel height, its rows unrolled
 
     def __post_init__(self):
         if self.combine not in COMBINES:
             raise ValueError(f"window combine {self.combine!r} is not one of {COMBINES}")
         if self.kw and self.combine != "madd":
             raise ValueError(f"only madd reuses inputs across pixels (kw={self.kw}, combine {self.combine!r})")
-        if self.rows not in (1, 2) or (self.rows == 2 and not self.kh):
-            raise ValueError(f"a work item is 1 output row, or 2 with kh (rows={self.rows}, kh={self.kh})")
-        if self.kh and (not self.kw or self.grouped):
-            raise ValueError(f"only a depthwise kernel reusing inputs unrolls its kernel rows (kh={self.kh}, "
-                             f"kw={self.kw}, grouped={self.grouped})")
+        if self.rows not in (1, 2) or (self.rows == 2 and not self.kw):
+            raise ValueError(f"a work item is 1 output row, or 2 with kw (rows={self.rows}, kw={self.kw})")
+        if bool(self.kh) != bool(self.kw and not self.grouped):
+            raise ValueError(f"a depthwise kernel reusing inputs unrolls its kernel rows and needs their count, no "
+                             f"other takes one (kh={self.kh}, kw={self.kw}, grouped={self.grouped})")
         if self.grouped and (not self.kw or self.rows != 1):
             raise ValueError("a grouped convolution's kernel reuses inputs across pixels, one output row at a time")
 

@@ -91,6 +91,10 @@ def test_an_unknown_combine_is_refused():
         WindowKernel("min", 4, 2, 8)
     with pytest.raises(ValueError, match="only madd"):
         WindowKernel("max", 4, 2, 8, kw=3)
+    with pytest.raises(ValueError, match="kernel rows"):   # (else its blocks would have no FMAs)
+        WindowKernel("madd", 4, 1, 8, kw=3)
+    with pytest.raises(ValueError, match="kernel rows"):
+        WindowKernel("madd", 4, 1, 8, kw=3, grouped=1, kh=3)
 
 
 @pytest.mark.parametrize("cpu, level", [("znver3", isa.AVX2), ("skylake-avx512", isa.AVX512), ("x86-64-v2", isa.SSE)])
