@@ -152,6 +152,20 @@ def test_output_held_through_a_slice_is_not_recycled(chain):
     np.testing.assert_array_equal(head, chain_expected(x1)[:3])
 
 
+def test_output_held_through_a_view_of_a_view_is_not_recycled(chain):
+    """An output buffer starts on a cache line (a view of the memory's owner): a view of a view of it holds
+    that owner, not the output, and keeps the memory from being recycled all the same."""
+    req = chain.create_request()
+    x1 = randn(64, 128)
+    first = req.run({"x": x1})[0]
+    assert first.ctypes.data % 64 == 0
+    rows = first[2:][:3].T
+    del first
+    again = req.run({"x": randn(64, 128)})[0]
+    assert not np.shares_memory(again, rows) and again.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(rows, chain_expected(x1)[2:5].T)
+
+
 def test_view_output_held_alone_keeps_its_buffer():
     cm = snipjit.compile(snipjit.parse_graph(VIEW_OUTPUT))
     req = cm.create_request()
