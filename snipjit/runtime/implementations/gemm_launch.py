@@ -39,8 +39,6 @@ MIN_ITEM_MULTIPLY_ADDS = 1 << 20       # ... unless they would be smaller than t
                                        # (Zen 3 AVX2, 2 threads, items 2-6 -> 8-12: a first layer's 3x3 1.34x,
                                        # RegNet's grouped 3x3 and 1x1 1.08-1.09x faster; 3136x64x64 4 -> 8
                                        # items 1.03x; at 1 << 18: no further gain)
-PANEL_GROUP_MIN = 4                    # fewer panels in a group measured slower than a group of one (Zen 3
-                                       # AVX2, one thread: 2-3 panels 0.6-0.95x on 3136x64x256 and x512)
 
 
 # the widest planar kernel row unrolled (kernels wider than first layers' 7 or 11 loop over their taps)
@@ -54,8 +52,7 @@ class GemmKernel:
     shape: MicroKernel
     cpu: str         # the LLVM CPU and features it is compiled for (`jit.host()` when chosen)
     features: str
-    l2: int          # bytes of L2 cache, for the K blocking and the panel groups
-    l1: int          # bytes of L1 data cache, for the panel groups
+    l2: int          # bytes of L2 cache, for the K blocking
 
     @property
     def mr(self) -> int:
@@ -124,8 +121,8 @@ def kernel_for(mr: int, vectors: int, unroll: int) -> GemmKernel:
     from ...targets.llvm.gemm import MicroKernel
     host = jit.host()
     shape = MicroKernel(mr, vectors, host.level.f32_lanes, unroll, host.level.fused_multiply_add)
-    caches = isa.cache_sizes()
-    return GemmKernel(shape, host.cpu, host.features, caches.l2, caches.l1d)
+    return GemmKernel(shape, host.cpu, host.features,
+                      isa.cache_sizes().l2)
 
 
 def _compiled(kernel: GemmKernel) -> tuple[int, object]:
@@ -253,11 +250,11 @@ def packed_product(kernel: GemmKernel, count: int, m: int, k: int, n: int, ptrs:
     `bias_batch`) of m×k rows of A (lda apart) by k×n weights packed for `kernel`, one batch entry's panels
     after another in `packed.data`: a convolution's groups (with its `window` dims: the image's geometry),
     Winograd's α² tile positions. `kc`: the K blocks' depth (default: the kernel's)."""
-    split = WorkSplit.of(kernel, count, m, n, k, panel_group(kernel, k, n))
+    split = WorkSplit.of(kernel, count, m, n, k)
     dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=ldc,
                        panels=split.panels, a_batch=a_batch, b_batch=packed.data[0].size, c_batch=c_batch,
                        bias_batch=bias_batch, chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1,
-                       kc=kernel.k_block(k) if kc is None else kc, ldr=ldr, panel_group=split.group, **window)
+                       kc=kernel.k_block(k) if kc is None else kc, ldr=ldr, **window)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias, packed,
                       repeats, held)
 
@@ -319,57 +316,41 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
         return None
     if m < MIN_ROWS and packed is None:   # a row or two (depthwise convs, vectors): NumPy wastes nothing
         return None
-    # (a work item copying its panel of a row-major B has that one panel)
-    split = WorkSplit.of(kernel, count, m, n, k, 1 if packed is None else panel_group(kernel, k, n))
+    split = WorkSplit.of(kernel, count, m, n, k)
     ptrs = kernel_pointers(A=a, B=operand, C=out, bias=bias)
     pack = packed is None and copies_panels(k, ldb)
     dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=ldb, b_panel_stride=panel_stride, ldc=n, panels=split.panels,
                        a_batch=a_batch, b_batch=b_batch, c_batch=m * n, chunks=split.chunks,
                        chunk_rows=split.chunk_rows, pack=int(pack), padded=int(packed is not None),
-                       kc=kernel.k_block(k), panel_group=split.group)
+                       kc=kernel.k_block(k))
     partial = packed is None and n % kernel.nr != 0   # its last panel is copied, zero-padded
     scratch = scratchpads(split.threads, k * kernel.nr * 4 if pack or partial else 0)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratch, bias, packed, repeats)
 
 
-def panel_group(kernel: GemmKernel, k: int, n: int) -> int:
-    """How many panels of a product `n` wide over `k` a work item's row blocks run through (`gemm`): where
-    a row block's rows of A fit in half of L1, as many as keep their K × NR panels of B in half of L2 —
-    A's rows are then read once per group, not once per panel (Zen 3 AVX2, in one process against groups of
-    one: ResNet-50's 1×1 convolutions of 128-512 input channels 1.0-1.2× as fast at two threads, 56×56×256
-    to 128 and to 512 at stride 2 1.1-1.2×; 784×128×512 and 784×256×512 products 1.1-1.2× at one); else
-    one, whose panel stays in L1 while A streams (a long K: A's rows would not stay in L1)."""
-    if kernel.mr * k * 4 > kernel.l1 // 2:
-        return 1
-    group = min(-(-n // kernel.nr), kernel.l2 // 2 // (k * kernel.nr * 4))
-    return group if group >= PANEL_GROUP_MIN else 1
-
-
 @dataclass(frozen=True)
 class WorkSplit:
-    """How a product's work items (row chunk × group of panels × batch entry) spread over the threads."""
+    """How a product's work items (row chunk × panel × batch entry) spread over the threads."""
     threads: int
     panels: int
     chunks: int
     chunk_rows: int
     count: int
-    group: int = 1   # panels per work item (`panel_group`)
 
     @property
     def items(self) -> int:
-        return self.count * -(-self.panels // self.group) * self.chunks
+        return self.count * self.panels * self.chunks
 
     @staticmethod
-    def of(kernel: GemmKernel, count: int, m: int, n: int, k: int, group: int = 1) -> "WorkSplit":
+    def of(kernel: GemmKernel, count: int, m: int, n: int, k: int) -> "WorkSplit":
         panels = -(-n // kernel.nr)
-        groups = -(-panels // group)
         pool = get_native_pool()
         threads = pool.threads if pool is not None and count * m * n * k >= PARALLEL_MIN_MULTIPLY_ADDS else 1
         blocks = -(-m // kernel.mr)
         per_thread = max(1, min(ITEMS_PER_THREAD, count * m * n * k // (threads * MIN_ITEM_MULTIPLY_ADDS)))
-        chunks = min(blocks, max(1, -(-per_thread * threads // (count * groups)))) if threads > 1 else 1
+        chunks = min(blocks, max(1, -(-per_thread * threads // (count * panels)))) if threads > 1 else 1
         chunk_rows = -(-blocks // chunks) * kernel.mr
-        return WorkSplit(threads, panels, -(-m // chunk_rows), chunk_rows, count, group)
+        return WorkSplit(threads, panels, -(-m // chunk_rows), chunk_rows, count)
 
 
 def kernel_pointers(**arrays: np.ndarray | None) -> ctypes.Array:

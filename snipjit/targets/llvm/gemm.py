@@ -2,13 +2,10 @@
 
 The register block is `mr` rows × `vectors` vectors of `lanes` floats (NR = vectors · lanes columns);
 `register_blocks` derives it from the ISA description (`targets.isa`), `runtime.gemm` picks one per
-product. The output is cut into panels of NR columns and chunks of rows; a work item is one chunk of rows
-of a group of `panel_group` panels of one batch entry (chunks fastest, so neighbouring items share B's
-panels), so the kernel follows the `KernelFunction` ABI and runs on the native pool like any snippet:
-`fn(ptrs, dims, begin, end, scratch)` computes items [begin, end). Each row block of a work item runs
-through the group's panels before the next: its rows of A, read once, stay in L1 meanwhile, and C is
-written a group's columns at a time (with a group of one, the panel's K × NR slice of B stays in L1
-instead while A streams; the launch chooses, `gemm_launch.panel_group`).
+product. The output is cut into panels of NR columns and chunks of rows; a work item is one chunk of one
+panel of one batch entry (chunks fastest, so neighbouring items share B's panel), so the kernel follows
+the `KernelFunction` ABI and runs on the native pool like any snippet: `fn(ptrs, dims, begin, end,
+scratch)` computes items [begin, end).
 
 - ptrs: see `PTRS`. bias: null, or one value per column added before the store. Convolutions only:
   residual: null, or a tensor of C's rows and columns (row stride `ldr`) added to the final sums (a
@@ -51,15 +48,15 @@ broadcasts read its rows in place at 95–100% of the FMA peak on one thread).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from llvmlite import ir
 
 from .counted_loop import I64, CountedLoop, i64 as _c
-from .gemm_builder import GemmBuilder, Panel, apply_activation, by_rows, clamp_to_bounds, flat, k_loop
+from .gemm_builder import I1, GemmBuilder, Panel, apply_activation, by_rows, clamp_to_bounds, flat, k_loop
 from .implicit_gemm import conv_taps, interior, one_row, output_pixels, window_rows
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
-        "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch", "panel_group",
+        "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
         "cg", "H", "W", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w",
         "image_stride", "pixel_stride", "channel_stride", "ldr", "c_image", "c_row", "row_taps")
@@ -227,96 +224,58 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
 
     work = CountedLoop(b, "work", g.begin, g.end, 1)
     work.enter()
-    groups = b.sdiv(b.add(d["panels"], b.sub(d["panel_group"], _c(1))), d["panel_group"])
-    per_batch = b.mul(groups, d["chunks"])
+    per_batch = b.mul(d["panels"], d["chunks"])
     batch = b.sdiv(work.index, per_batch)
-    first_panel = b.mul(b.sdiv(b.srem(work.index, per_batch), d["chunks"]), d["panel_group"])
-    group_end = b.add(first_panel, d["panel_group"])
-    panels_end = b.select(b.icmp_signed("<", group_end, d["panels"]), group_end, d["panels"])
+    panel = b.sdiv(b.srem(work.index, per_batch), d["chunks"])
     first_row = b.mul(b.srem(work.index, d["chunks"]), d["chunk_rows"])
     chunk_end = b.add(first_row, d["chunk_rows"])
     rows_end = b.select(b.icmp_signed("<", chunk_end, d["M"]), chunk_end, d["M"])
+    n0 = b.mul(panel, _c(nr))
     a_base = g.at(g.A, b.mul(batch, d["a_batch"]))
-    b_batch = g.at(g.B, b.mul(batch, d["b_batch"]))
-
-    def panel_at(panel) -> tuple:   # the panel's B, its first column, its lanes inside N, whether all are
-        n0 = b.mul(panel, _c(nr))
-        left = b.sub(d["N"], n0)
-        masks = [b.icmp_signed("<", lane_ids, g.splat(b.sub(left, _c(v * lanes)), I64)) for v in range(vectors)]
-        return g.at(b_batch, b.mul(panel, d["b_panel_stride"])), n0, masks, b.icmp_signed(">=", left, _c(nr))
-
+    b_panel = g.at(g.B, b.add(b.mul(batch, d["b_batch"]), b.mul(panel, d["b_panel_stride"])))
+    c_offset = b.add(b.mul(batch, d["c_batch"]), n0)
+    c_base = g.at(g.C, c_offset)
+    left = b.sub(d["N"], n0)
+    full = b.icmp_signed(">=", left, _c(nr))
+    masks = [b.icmp_signed("<", lane_ids, g.splat(b.sub(left, _c(v * lanes)), I64)) for v in range(vectors)]
     if shape.conv:   # a convolution's weights are always packed (ldb = NR: a constant frees a register)
-        copy, ldb = None, _c(nr)
-    else:   # (a work item that copies its panel has a group of one)
-        first_b, _, first_masks, first_full = panel_at(first_panel)
+        b_base, ldb = b_panel, _c(nr)
+    else:
         copy = b.or_(b.icmp_signed("!=", d["pack"], _c(0)),
-                     b.and_(b.icmp_signed("==", d["padded"], _c(0)), b.not_(first_full)))
-        copied_b, ldb = _copy_panel(g, first_b, first_masks, copy)
+                     b.and_(b.icmp_signed("==", d["padded"], _c(0)), b.not_(full)))
+        b_base, ldb = _copy_panel(g, b_panel, masks, copy)
+    bias_masks = [b.and_(m, g.splat(has_bias, I1)) for m in masks]
+    bias = g.at(g.bias, b.add(b.mul(batch, d["bias_batch"]), n0))
+    initial = [g.load(g.at(bias, _c(v * lanes)), bias_masks[v]) for v in range(vectors)]
 
-    def panel_state(panel, k0, k1) -> Panel:
-        b_panel, n0, masks, full = panel_at(panel)
-        c_offset = b.add(b.mul(batch, d["c_batch"]), n0)
-        bias = g.at(g.bias, b.add(b.mul(batch, d["bias_batch"]), n0))
+    blocks = CountedLoop(b, "kblock", _c(0), d["K"], d["kc"])
+    blocks.enter()
+    k0 = blocks.index
+    k_end = b.add(k0, d["kc"])
+    k1 = b.select(b.icmp_signed("<", k_end, d["K"]), k_end, d["K"])
 
-        def biased():   # (masked loads only for a partial panel: from a null pointer they cost an assist)
-            return g.branches(full, lambda: [g.load(g.at(bias, _c(v * lanes))) for v in range(vectors)],
-                              lambda: [g.load(g.at(bias, _c(v * lanes)), masks[v]) for v in range(vectors)])
-        initial = g.branches(has_bias, biased, lambda: [g.zero] * vectors)
-        b_base = b_panel if copy is None else b.select(copy, copied_b, b_panel)
-        return Panel(k0, k1, a_base, b_base, ldb, g.at(g.C, c_offset), c_offset, initial, masks, full)
+    panel_state = Panel(k0, k1, a_base, b_base, ldb, c_base, c_offset, initial, masks, full)
+    rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
+    rows.enter()
+    _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)], consecutive=True)
+    rows.leave()
+    last_row = b.sub(d["M"], _c(1))
 
-    def sweep(panel_outer: bool) -> list:
-        """The work item's row blocks in each panel of its group, K block after K block: panel by panel (a
-        group of one: its panel's state made once), or each row block through the group's panels."""
-        if panel_outer:
-            panels = CountedLoop(b, "panel", first_panel, panels_end, 1)
-            panels.enter()
-            state = panel_state(panels.index, None, None)
-        blocks = CountedLoop(b, "kblock", _c(0), d["K"], d["kc"])
-        blocks.enter()
-        k0 = blocks.index
-        k_end = b.add(k0, d["kc"])
-        k1 = b.select(b.icmp_signed("<", k_end, d["K"]), k_end, d["K"])
+    def last_block(height: int):   # fewer than mr rows left: the rows past M repeat row M-1
+        def emit():
+            rows_left = [b.add(rows.index, _c(j)) for j in range(height)]
+            _row_block(g, panel_state, [b.select(b.icmp_signed("<", r, d["M"]), r, last_row) for r in rows_left])
+            return []
+        return emit
 
-        def each_panel(rows_of_block) -> None:
-            if panel_outer:
-                _row_block(g, replace(state, k0=k0, k1=k1), *rows_of_block())
-                return
-            group = CountedLoop(b, "panel", first_panel, panels_end, 1)
-            group.enter()
-            _row_block(g, panel_state(group.index, k0, k1), *rows_of_block())
-            group.leave()
-
-        rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
-        rows.enter()
-        each_panel(lambda: ([b.add(rows.index, _c(j)) for j in range(mr)], True))
-        rows.leave()
-        last_row = b.sub(d["M"], _c(1))
-
-        def last_block(height: int):   # fewer than mr rows left: the rows past M repeat row M-1
-            def emit():
-                rows_left = [b.add(rows.index, _c(j)) for j in range(height)]
-                each_panel(lambda: ([b.select(b.icmp_signed("<", r, d["M"]), r, last_row) for r in rows_left],
-                                    False))
-                return []
-            return emit
-
-        half = mr // 2
-        short = b.icmp_signed("<=", b.sub(rows_end, rows.index), _c(half))
-        left_over = b.icmp_signed("<", rows.index, rows_end)
-        if half:   # at most half a block left: a half-height block wastes less
-            g.branches(left_over, lambda: g.branches(short, last_block(half), last_block(mr)), lambda: [])
-        else:
-            g.branches(left_over, last_block(mr), lambda: [])
-        blocks.leave()
-        if panel_outer:
-            panels.leave()
-        return []
-
-    if shape.conv:   # (each row block's window arithmetic is as long as the K loop of a short K: one sweep)
-        sweep(False)
-    else:   # a group of one keeps its panel's state in registers through the row blocks
-        g.branches(b.icmp_signed("==", d["panel_group"], _c(1)), lambda: sweep(True), lambda: sweep(False))
+    half = mr // 2
+    short = b.icmp_signed("<=", b.sub(rows_end, rows.index), _c(half))
+    left_over = b.icmp_signed("<", rows.index, rows_end)
+    if half:   # at most half a block left: a half-height block wastes less
+        g.branches(left_over, lambda: g.branches(short, last_block(half), last_block(mr)), lambda: [])
+    else:
+        g.branches(left_over, last_block(mr), lambda: [])
+    blocks.leave()
     work.leave()
     b.ret_void()
     return g.module

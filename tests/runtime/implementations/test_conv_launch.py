@@ -1,8 +1,6 @@
 """Channels-last convolutions on the implicit-GEMM microkernel against the ONNX reference Conv (NCHW,
 float64) at every ISA level this host can execute: odd channel counts (panel tails), groups, strides,
 dilations, asymmetric pads, 1x1 and 7x7 windows, images of one pixel, bias and clamp."""
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -29,8 +27,7 @@ def reference(x_nhwc, w, bias, geometry: conv_launch.ConvGeometry, group: int) -
 
 
 def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-          bias=False, clamp=None, planar=False, activation="", taps_per_k_block=None, residual=False,
-          panels_per_item=None):
+          bias=False, clamp=None, planar=False, activation="", taps_per_k_block=None, residual=False):
     x = rng.standard_normal((images, h, w, c), dtype=np.float32)
     weights = rng.standard_normal((o, c // group, *kernel), dtype=np.float32)
     b = rng.standard_normal(o, dtype=np.float32) if bias else None
@@ -42,17 +39,12 @@ def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 
         want = np.clip(want, *clamp)
     packed = conv_launch.pack_conv(weights, group)
     assert packed.kernel.shape.conv and packed.kernel.shape.lanes == jit.host().level.f32_lanes
-    if panels_per_item:   # caches of the size that gives work items this many panels
-        gemm = packed.kernel
-        packed = replace(packed, kernel=replace(gemm, l1=1 << 30, l2=2 * panels_per_item * packed.k * gemm.nr * 4))
     out = np.full(want.shape, np.nan, np.float32)
     image = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if planar else x
     launch = conv_launch.prepare_conv(image, packed, out, geometry, b, clamp, planar=planar, activation=activation,
                                       residual=extra)
     if taps_per_k_block:
         launch.dims[DIMS.index("kc")] = taps_per_k_block * (c // group)
-    if panels_per_item:
-        assert launch.dims[DIMS.index("panel_group")] == min(-(-o // group // packed.kernel.nr), panels_per_item)
     launch.run()
     depth = c // group * kernel[0] * kernel[1]
     np.testing.assert_allclose(out, want, rtol=0, atol=2e-5 * depth ** 0.5 * max(1.0, np.abs(want).max()))
@@ -105,22 +97,6 @@ def test_a_pointwise_convolution_into_a_channel_slice():
     want = reference(x, weights, None, conv_launch.ConvGeometry((1, 1)), 1)
     np.testing.assert_allclose(out, want, rtol=0, atol=1e-4)
     assert np.isnan(whole[..., :10]).all() and np.isnan(whole[..., 30:]).all()
-
-
-@pytest.mark.parametrize("case", [
-    dict(images=2, c=8, h=7, w=9, o=16 * 9 + 5, kernel=(3, 3), pads=(1, 1, 1, 1), bias=True, clamp=(0.0, np.inf)),
-    dict(images=1, c=12, h=6, w=5, o=2 * 100, kernel=(3, 3), group=2, strides=(2, 2), pads=(0, 1, 1, 0),
-         taps_per_k_block=2, bias=True),   # K blocks: each group's later blocks reload its panels' sums
-    dict(images=1, c=3, h=23, w=21, o=120, kernel=(7, 7), strides=(2, 2), pads=(3, 3, 3, 3), planar=True,
-         bias=True),
-    dict(images=2, c=20, h=5, w=7, o=2 * 90, kernel=(1, 1), group=2, bias=True, residual=True,
-         activation="silu"),
-])
-def test_work_items_of_several_panels(level, case):
-    """Each row block of a work item runs through a group of panels (`gemm_launch.panel_group`, forced here
-    to 4 with a last group shorter and a last panel partial): per panel its bias, columns, lanes and
-    K blocks."""
-    check(np.random.default_rng(11), panels_per_item=4, **case)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

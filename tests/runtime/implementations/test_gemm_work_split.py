@@ -1,9 +1,6 @@
 """How a product is split into work items over the native pool: a product too small to give each
 thread several items of MIN_ITEM_MULTIPLY_ADDS gets one item per thread; a large one up to
-ITEMS_PER_THREAD per thread; a small one (below the parallel threshold) runs as one item. A work item
-covers a group of panels where a row block's rows of A stay in L1 (`panel_group`)."""
-from dataclasses import replace
-
+ITEMS_PER_THREAD per thread; a small one (below the parallel threshold) runs as one item."""
 import numpy as np
 import pytest
 
@@ -50,41 +47,3 @@ def test_a_large_product_gets_several_items_per_thread():
 def test_a_small_product_runs_as_one_item_on_the_calling_thread():
     result = launch(16, 64, one_panel())
     assert result.threads == 1 and result.items == 1
-
-
-def test_panel_groups_where_a_row_block_fits_in_l1():
-    kernel = gemm_launch.pack(np.zeros((8, 8), np.float32)).kernel
-    caches = dict(l1=32 << 10, l2=512 << 10)
-    k = (32 << 10) // 2 // (4 * kernel.mr)   # the longest K whose row block of A fills half of L1
-    panels = 100
-    n = panels * kernel.nr
-    expected = min(panels, (512 << 10) // 2 // (k * kernel.nr * 4))
-    assert expected >= gemm_launch.PANEL_GROUP_MIN
-    assert gemm_launch.panel_group(replace(kernel, **caches), k, n) == expected
-    assert gemm_launch.panel_group(replace(kernel, **caches), k + 1, n) == 1        # its rows would not stay in L1
-    assert gemm_launch.panel_group(replace(kernel, **caches), k, 3 * kernel.nr) == 1   # too few panels to group
-    assert gemm_launch.panel_group(replace(kernel, **caches), 16, 7 * kernel.nr) == 7   # all of them
-
-
-@pytest.mark.parametrize("m, k, n", [(50, 33, 9), (7, 64, 13), (3001, 20, 4)])
-def test_products_of_grouped_panels(m, k, n):
-    """Work items of 4 panels (caches of that size), N a partial panel past whole groups: each panel's bias
-    and lanes; M with a partial row block; row chunks on the pool's threads where M is large enough."""
-    rng = np.random.default_rng(m)
-    columns = n * one_panel() + one_panel() // 2 + 1
-    w = rng.standard_normal((k, columns), dtype=np.float32)
-    packed = gemm_launch.pack(w)
-    packed = replace(packed, kernel=replace(packed.kernel, l1=1 << 30, l2=2 * 4 * k * packed.kernel.nr * 4))
-    a, bias = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal(columns, dtype=np.float32)
-    for out_bias in (None, bias):
-        out = np.full((m, columns), np.nan, np.float32)
-        launch = gemm_launch.prepare(a, packed, out, out_bias)
-        assert launch.dims[gemm_launch_dims().index("panel_group")] == 4
-        launch.run()
-        want = a @ w + (0 if out_bias is None else out_bias)
-        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
-
-
-def gemm_launch_dims():
-    from snipjit.targets.llvm.gemm import DIMS
-    return DIMS
