@@ -221,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["SNIPJIT_NUM_THREADS"] = str(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    from snipjit.runtime.parallel.blas_threads import threads_here
-    threads_here(args.threads)   # NumPy's BLAS (it started with all the cores)
+    if args.threads == 1:   # NumPy's BLAS read the environment when NumPy was imported: it has every core
+        from snipjit.runtime.parallel.blas_threads import single_threaded_here
+        single_threaded_here()
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s]
     from snipjit.targets.llvm import jit
     host = jit.host()

@@ -38,14 +38,8 @@ def available() -> bool:
 
 def single_threaded_here() -> None:
     """One BLAS thread for the calling thread from now on (snipjit's own worker threads)."""
-    threads_here(1)
-
-
-def threads_here(count: int) -> None:
-    """`count` BLAS threads for the calling thread from now on (a benchmark's NumPy on as many threads as
-    its peers: OpenBLAS read the environment when NumPy was imported)."""
     if _setter is not None:
-        _setter(count)
+        _setter(1)
 
 
 class single_threaded:
