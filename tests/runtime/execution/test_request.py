@@ -166,6 +166,18 @@ def test_output_held_through_a_view_of_a_view_is_not_recycled(chain):
     np.testing.assert_array_equal(rows, chain_expected(x1)[2:5].T)
 
 
+def test_a_callers_buffer_is_not_recycled_while_it_holds_the_array_around_it(chain):
+    """Results computed into a slice of the caller's array, then a run without buffers: the slice's memory is
+    the caller's, held through that array, and is not written again."""
+    req = chain.create_request()
+    whole = np.zeros((128, 128), np.float32)
+    x1 = randn(64, 128)
+    req.run({"x": x1}, outputs={"y": whole[32:96]})
+    req.run({"x": randn(64, 128)})
+    np.testing.assert_array_equal(whole[32:96], chain_expected(x1))
+    assert not whole[:32].any() and not whole[96:].any()
+
+
 def test_view_output_held_alone_keeps_its_buffer():
     cm = snipjit.compile(snipjit.parse_graph(VIEW_OUTPUT))
     req = cm.create_request()
