@@ -64,18 +64,18 @@ def conv_model(c: int, o: int, k: int, s: int, p: int, h: int, w: int, weights, 
 def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float, tuple]:
     """The engines of one shape (callables), its multiply-adds ×2, the largest error against ORT (relative
     to the largest output), and the arrays the engines read (keep them alive while they run)."""
-    from snipjit.memory.solver import aligned_empty
+    from snipjit.memory.solver import aligned_array
     from snipjit.runtime.implementations import conv_launch, window_launch, winograd_launch
     h, w, c, o, k, s, p, _, groups = (*shape, 1)[:9]
     rng = np.random.default_rng(0)
     planar = c <= 4
-    x = aligned_empty(h * w * c * 4).view(np.float32).reshape((1, c, h, w) if planar else (1, h, w, c))
+    x = aligned_array((1, c, h, w) if planar else (1, h, w, c))
     x[...] = rng.standard_normal(x.shape, dtype=np.float32)
     weights = (rng.standard_normal((o, c // groups, k, k)) / np.sqrt(c // groups * k * k)).astype(np.float32)
     bias = rng.standard_normal(o).astype(np.float32)
     geometry = conv_launch.ConvGeometry((k, k), (s, s), (p,) * 4)
     oh, ow = geometry.output_size(h, w)
-    out = aligned_empty(oh * ow * o * 4).view(np.float32).reshape(1, oh, ow, o)
+    out = aligned_array((1, oh, ow, o))
     launch = conv_launch.prepare_conv(x, conv_launch.pack_conv(weights, groups), out, geometry, bias, (0.0, np.inf),
                                       repeats=True, planar=planar)
     x_nchw = x if planar else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
@@ -88,7 +88,7 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
     held = (x, out, x_nchw, y_nchw)
     tile = winograd_launch.choose_tile(weights.shape, groups, geometry, planar, (oh, ow))
     if tile:   # the network runs this one as Winograd's
-        transformed = aligned_empty(out.nbytes).view(np.float32).reshape(out.shape)
+        transformed = aligned_array(out.shape)
         fast = winograd_launch.prepare_winograd(x, winograd_launch.pack_winograd(weights, tile), transformed,
                                                 geometry, bias, (0.0, np.inf), repeats=True)
         fast.run()
@@ -97,7 +97,7 @@ def engines(shape: tuple, threads: int, int8: bool) -> tuple[dict, float, float,
     window = window_launch.Window((k, k), (s, s), (p,) * 4)
     group = 0 if planar or groups == 1 else window_launch.grouped_width(weights.shape, groups, window)
     if group:   # the network runs this one on the window kernel's grouped variant
-        grouped = aligned_empty(out.nbytes).view(np.float32).reshape(out.shape)
+        grouped = aligned_array(out.shape)
         fast = window_launch.prepare_grouped(x, window_launch.pack_grouped(weights), bias, (0.0, np.inf), grouped,
                                              window, repeats=True)
         fast.run()

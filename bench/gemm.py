@@ -170,8 +170,8 @@ def measure(shape: tuple[int, int, int], threads: int, rounds: int, budget: floa
     a = rng.standard_normal((m, k), dtype=np.float32)
     w = rng.standard_normal((k, n), dtype=np.float32)
     model = matmul_model(k, n, w)
-    from snipjit.memory.solver import aligned_empty   # (ORT's outputs start on a cache line too; NumPy's do not)
-    out = aligned_empty(m * n * 4).view(np.float32).reshape(m, n)
+    from snipjit.memory.solver import aligned_array   # (ORT's outputs start on a cache line too; NumPy's do not)
+    out = aligned_array((m, n))
     engines = {"snipjit": snipjit_engine(model, a, out),
                "onnxruntime": model_engine("onnxruntime", model, {"A": a}, threads, folder),
                "openvino": (model_engine("openvino", model, {"A": a}, threads, folder) if peer_level is None

@@ -86,17 +86,17 @@ def stream_limit(read: int, written: np.ndarray, threads: int):
 
 def _arrays(kind: str, shape: tuple):
     """The layer's input, weights, bias, window and output (NHWC, 64-byte aligned as the arena places them)."""
-    from snipjit.memory.solver import aligned_empty
+    from snipjit.memory.solver import aligned_array
     from snipjit.runtime.implementations import window_launch as wl
     h, w, c, k, s = shape
     rng = np.random.default_rng(0)
-    x = aligned_empty(h * w * c * 4).view(np.float32).reshape(1, h, w, c)
+    x = aligned_array((1, h, w, c))
     x[...] = rng.standard_normal((1, h, w, c), dtype=np.float32)
     weights = rng.standard_normal((c, 1, k, k), dtype=np.float32)
     bias = rng.standard_normal(c, dtype=np.float32)
     window = wl.Window((k, k), (s, s), (k // 2,) * 4)
     oh, ow = window.output_size(h, w)
-    out = aligned_empty(oh * ow * c * 4).view(np.float32).reshape(1, oh, ow, c)
+    out = aligned_array((1, oh, ow, c))
     return x, weights, bias, window, out
 
 

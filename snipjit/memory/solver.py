@@ -9,6 +9,7 @@ optimal against brute force on the hand-made cases of the tests. Offsets are ali
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,12 @@ def aligned_empty(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
     raw = np.empty(nbytes + alignment, np.uint8)
     start = -raw.ctypes.data % alignment
     return raw[start:start + nbytes]
+
+
+def aligned_array(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+    """An uninitialised C-contiguous array of `shape` starting on a cache line (a view of `aligned_empty`)."""
+    dtype = np.dtype(dtype)
+    return aligned_empty(math.prod(shape) * dtype.itemsize).view(dtype).reshape(shape)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ calls each step's kernel with prepared argument lists.
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
 import weakref
@@ -23,7 +22,7 @@ from ..caches.kernel_cache import recording
 from ..parallel.workers import Workers, running_on
 from ..errors import ExecutionError
 from .feeds import FeedChecker, FeedError
-from ...memory.solver import aligned_empty
+from ...memory.solver import aligned_array, aligned_empty
 from .native_segments import join_native_steps
 from .profile import Profile, StepCounters
 from ..planning.program import Program, ResolvedPlan
@@ -219,7 +218,7 @@ class Request:
             return old
         if t.dtype.np.hasobject:
             return np.empty(t.shape, t.dtype.np)
-        return aligned_empty(math.prod(t.shape) * t.dtype.np.itemsize).view(t.dtype.np).reshape(t.shape)
+        return aligned_array(t.shape, t.dtype.np)
 
     def _caller_buffers(self, outputs: Mapping[str, np.ndarray] | None, plan: ResolvedPlan,
                         feeds: Sequence[np.ndarray]) -> dict[int, np.ndarray]:

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ...ir.graph import Node
-from ...memory.solver import aligned_empty
+from ...memory.solver import aligned_array
 from ..caches.object_cache import native_kernel
 from ..parallel.native_threads import get_native_pool, run_items, scratchpads
 from . import gemm_launch
@@ -80,7 +80,7 @@ def pack(w: np.ndarray, shape=None) -> PackedInt8:
     padded[:k, :n] = w
     steps = padded.reshape(kp // group, group, panels, nr).transpose(2, 0, 3, 1)   # [panels, steps, NR, group]
     values = steps.astype(np.int16) if shape.dot == "pairs" else steps
-    data = aligned_empty(values.size * values.itemsize).view(values.dtype).reshape(values.shape)
+    data = aligned_array(values.shape, values.dtype)
     data[...] = values
     colsum = padded.astype(np.int32).sum(0).astype(np.float32)
     return PackedInt8(data, colsum, k, n, shape)

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ...ir.graph import Node
-from ...memory.solver import aligned_empty
+from ...memory.solver import aligned_array
 from ...ops.recurrent import ACTIVATIONS
 from ..caches.object_cache import native_kernel
 from ..parallel.native_threads import get_native_pool, run_items, scratchpads
@@ -124,7 +124,7 @@ def _pad(a: np.ndarray, hidden: int, padded: int) -> np.ndarray:
 
 def _aligned(a: np.ndarray) -> np.ndarray:
     """A copy of float32 `a` at a cache-line boundary (the kernel's vector loads never split a line)."""
-    out = aligned_empty(a.nbytes).view(np.float32).reshape(a.shape)
+    out = aligned_array(a.shape)
     out[...] = a
     return out
 
@@ -202,7 +202,7 @@ class RecurrentKernel(Kernel):
             self.reference.run_into(inputs, outputs)
             return
         rows = x.reshape(-1, x.shape[-1])
-        xw = aligned_empty(rows.shape[0] * gates * 4).view(np.float32).reshape(rows.shape[0], gates)
+        xw = aligned_array((rows.shape[0], gates))
         pool = get_native_pool()
         threads = min(batch, pool.threads if pool is not None else 1)
         scratch = scratchpads(pool.threads if pool is not None else 1, (gates + 3 * padded) * 4)   # (any may run one)
