@@ -22,10 +22,15 @@ from .registry import REQUIRED, Category, OpContext, register
 Axes = tuple[int, ...]
 
 
-def _moments(x: np.ndarray, axes: Axes) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and (biased) variance of x over axes, kept as size-1 dims."""
+def _moments(x: np.ndarray, axes: Axes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, x - mean and (biased) variance of x over axes (statistics kept as size-1 dims), by the
+    corrected two-pass algorithm, as the generated kernels compute them: c = x - m for the rounded
+    mean m, d = mean(c) the offset m left, then c - d and mean(c*c) - d*d. A constant x centres to
+    exact zeros with zero variance; a mean that dwarfs the spread costs no precision."""
     m = mean_of(x, axes, keepdims=True)
-    return m, mean_of(np.square(x - m), axes, keepdims=True)
+    c = x - m
+    d = mean_of(c, axes, keepdims=True)
+    return m + d, c - d, np.maximum(mean_of(np.square(c), axes, keepdims=True) - np.square(d), 0)
 
 
 def _stash(ctx: OpContext) -> DType:
@@ -134,9 +139,9 @@ def layer_normalization(ctx: OpContext, x, scale, bias=None):
     stash = _stash(ctx).np
     xs = x.astype(compute_dtype(stash))
     with np.errstate(all="ignore"):
-        mean, var = _moments(xs, tuple(range(axis, x.ndim)))
+        mean, centered, var = _moments(xs, tuple(range(axis, x.ndim)))
         inv_std = 1 / np.sqrt(var + ctx.attrs["epsilon"])
-        y = (xs - mean) * inv_std * upcast(scale)
+        y = centered * inv_std * upcast(scale)
         if bias is not None:
             y = y + upcast(bias)
     return y.astype(x.dtype), mean.astype(stash), inv_std.astype(stash)
@@ -197,8 +202,8 @@ def batch_normalization(ctx: OpContext, x, scale, bias, mean, var):
     with np.errstate(all="ignore"):
         if not ctx.attrs["training_mode"]:
             return (s * (xc - m) / np.sqrt(v + ctx.attrs["epsilon"]) + b).astype(x.dtype)
-        batch_mean, batch_var = _moments(xc, (0,) + tuple(range(2, x.ndim)))
-        y = s * (xc - batch_mean) / np.sqrt(batch_var + ctx.attrs["epsilon"]) + b
+        batch_mean, centered, batch_var = _moments(xc, (0,) + tuple(range(2, x.ndim)))
+        y = s * centered / np.sqrt(batch_var + ctx.attrs["epsilon"]) + b
         momentum = ctx.attrs["momentum"]
         running_mean = m * momentum + batch_mean.reshape(m.shape) * (1 - momentum)
         running_var = v * momentum + batch_var.reshape(v.shape) * (1 - momentum)
@@ -213,8 +218,8 @@ def instance_normalization(ctx: OpContext, x, scale, bias):
     s, b = _channel_params(ctx, x, 3, scale=scale, B=bias)
     xc = upcast(x)
     with np.errstate(all="ignore"):
-        mean, var = _moments(xc, tuple(range(2, x.ndim)))
-        return (s * (xc - mean) / np.sqrt(var + ctx.attrs["epsilon"]) + b).astype(x.dtype)
+        _, centered, var = _moments(xc, tuple(range(2, x.ndim)))
+        return (s * centered / np.sqrt(var + ctx.attrs["epsilon"]) + b).astype(x.dtype)
 
 
 def _check_groups(ctx: OpContext, channels) -> None:
@@ -244,8 +249,8 @@ def group_normalization(ctx: OpContext, x, scale, bias):
     grouped = x.astype(compute_dtype(_stash(ctx).np))
     grouped = grouped.reshape(x.shape[0], groups, math.prod(x.shape[1:]) // groups)
     with np.errstate(all="ignore"):
-        mean, var = _moments(grouped, (2,))
-        normalized = ((grouped - mean) / np.sqrt(var + ctx.attrs["epsilon"])).reshape(x.shape)
+        _, centered, var = _moments(grouped, (2,))
+        normalized = (centered / np.sqrt(var + ctx.attrs["epsilon"])).reshape(x.shape)
         return (normalized * s + b).astype(x.dtype)
 
 
@@ -299,5 +304,5 @@ def mean_variance_normalization(ctx: OpContext, x):
     """(x - mean) / (std + 1e-9), with mean and (biased) std over `axes`."""
     xc = upcast(x)
     with np.errstate(all="ignore"):
-        mean, var = _moments(xc, _mvn_axes(ctx, x.ndim))
-        return ((xc - mean) / (np.sqrt(var) + 1e-9)).astype(x.dtype)
+        _, centered, var = _moments(xc, _mvn_axes(ctx, x.ndim))
+        return (centered / (np.sqrt(var) + 1e-9)).astype(x.dtype)

@@ -4,7 +4,8 @@ elementwise ops, the op set the kernel generator handles.
     Softmax(x)          m = max(x); e = exp(x - m); e * (1 / sum(e))        (max-subtracted: stable;
                         m is a `shift_max`: a NaN of the row reaches every output through the sum)
     LogSoftmax(x)       d = x - m;  d - log(sum(exp(d)))
-    LayerNorm(x, g, b)  c = x - mean(x); c * (1 / sqrt(mean(c*c) + eps)) * g + b  (two-pass variance)
+    LayerNorm(x, g, b)  c = x - mean(x); d = mean(c); (c - d) * (1 / sqrt(mean(c*c) - d*d + eps)) * g + b
+                        (the corrected two-pass variance: `_normalize`)
     MVN(x)              c * (1 / (sqrt(mean(c*c)) + 1e-9)), as ONNX defines it
 
 Per-row statistics are inverted once per row (1 / sum, 1 / std), so each element costs a multiply
@@ -66,8 +67,13 @@ def _log_softmax(e: _Emit, x: Value, out: Value) -> None:
 
 def _normalize(e: _Emit, x: Value, eps: float, scale: Value | None, bias: Value | None, out: Value,
                eps_on_std: bool = False) -> None:
+    """The corrected two-pass variance: c = x - mean(x) is exact for each element, but the rounded mean
+    leaves c a small offset d = mean(c); var = mean(c*c) - d*d and c - d remove it (a constant row
+    normalises to exact zeros, and rows whose mean dwarfs their spread keep their precision)."""
     c = e.op("Sub", x, e.reduce(x, "mean"))
-    var = e.reduce(e.op("Mul", c, c), "mean")
+    d = e.reduce(c, "mean")
+    var = e.op("Max", e.op("Sub", e.reduce(e.op("Mul", c, c), "mean"), e.op("Mul", d, d)), e.scalar(0.0))
+    c = e.op("Sub", c, d)
     std = e.op("Add", e.op("Sqrt", var), e.scalar(eps)) if eps_on_std else e.op("Sqrt", e.op("Add", var, e.scalar(eps)))
     y = e.op("Mul", c, e.op("Reciprocal", std), out=out if scale is None and bias is None else None)
     if scale is not None:

@@ -5,6 +5,7 @@ reductions reach a body at all (`support.is_supported`)."""
 import numpy as np
 import pytest
 
+import snipjit
 from lir_helpers import feeds_for, optimized
 from snipjit import parse_graph
 from snipjit.ops.interpreter import run_graph_reference
@@ -67,44 +68,51 @@ def test_log_softmax_reads_the_shifted_values_twice():
     assert_close(original, body)
 
 
-def test_layer_norm_is_two_pass_with_epsilon_as_a_scalar_of_the_output_rank():
+def test_layer_norm_is_the_corrected_two_pass_with_epsilon_as_a_scalar_of_the_output_rank():
     original, body, _ = decomposed("""graph(x: f32[2,3,37], g: f32[37], b: f32[37]) -> [z] {
       [z] = LayerNormalization(x, g, b) {epsilon=0.001}
     }""")
     assert form(body) == [
-        "z_reducelast = ReduceLast[mean](x)", "z_sub = Sub(x, z_reducelast)", "z_mul = Mul(z_sub, z_sub)",
-        "z_reducelast1 = ReduceLast[mean](z_mul)", "z_scalar = Scalar[0.001]()",
-        "z_add = Add(z_reducelast1, z_scalar)", "z_sqrt = Sqrt(z_add)", "z_reciprocal = Reciprocal(z_sqrt)",
-        "z_mul1 = Mul(z_sub, z_reciprocal)", "z_mul2 = Mul(z_mul1, g)", "z = Add(z_mul2, b)"]
-    scalar = next(n for n in body.nodes if n.op == "Scalar")
+        "z_reducelast = ReduceLast[mean](x)", "z_sub = Sub(x, z_reducelast)",
+        "z_reducelast1 = ReduceLast[mean](z_sub)", "z_mul = Mul(z_sub, z_sub)", "z_reducelast2 = ReduceLast[mean](z_mul)",
+        "z_mul1 = Mul(z_reducelast1, z_reducelast1)", "z_sub1 = Sub(z_reducelast2, z_mul1)", "z_scalar = Scalar[0.0]()",
+        "z_max = Max(z_sub1, z_scalar)", "z_sub2 = Sub(z_sub, z_reducelast1)", "z_scalar1 = Scalar[0.001]()",
+        "z_add = Add(z_max, z_scalar1)", "z_sqrt = Sqrt(z_add)", "z_reciprocal = Reciprocal(z_sqrt)",
+        "z_mul2 = Mul(z_sub2, z_reciprocal)", "z_mul3 = Mul(z_mul2, g)", "z = Add(z_mul3, b)"]
+    scalar = next(n for n in body.nodes if n.op == "Scalar" and n.attrs["value"] != 0)
     assert scalar.attrs["shape"] == [1, 1, 1] and scalar.attrs["value"] == pytest.approx(0.001)
     assert_close(original, body, rtol=1e-5, atol=1e-5)
 
 
 def test_layer_norm_without_bias_ends_with_the_scale_and_uses_the_default_epsilon():
     original, body, _ = decomposed("graph(x: f32[4,9], g: f32[9]) -> [z] { [z] = LayerNormalization(x, g) }")
-    assert form(body)[-2:] == ["z_mul1 = Mul(z_sub, z_reciprocal)", "z = Mul(z_mul1, g)"]
-    assert next(n for n in body.nodes if n.op == "Scalar").attrs["value"] == pytest.approx(1e-5)
+    assert form(body)[-2:] == ["z_mul2 = Mul(z_sub2, z_reciprocal)", "z = Mul(z_mul2, g)"]
+    assert next(n for n in body.nodes if n.op == "Scalar" and n.attrs["value"] != 0).attrs["value"] == \
+        pytest.approx(1e-5)
     assert_close(original, body, rtol=1e-5, atol=1e-5)
 
 
-def test_layer_norm_of_a_constant_row_is_the_bias():
-    # rows whose mean is exact: x - mean is exactly 0, so is the two-pass variance, and the output is the bias
-    original, body, _ = decomposed("""graph(x: f32[2,6], g: f32[6], b: f32[6]) -> [z] {
+@pytest.mark.parametrize("value, n", [(3.0, 6), (-70001.5, 6), (0.1, 7), (27.194138, 37), (-70001.3, 300)])
+def test_layer_norm_of_a_constant_row_is_the_bias(value, n):
+    # also where the rounded mean is not the row's value (all but the first two): x - mean is then the same
+    # small offset everywhere, which the correction removes exactly, so the output is the bias
+    original, body, _ = decomposed(f"""graph(x: f32[2,{n}], g: f32[{n}], b: f32[{n}]) -> [z] {{
       [z] = LayerNormalization(x, g, b)
-    }""")
-    x = np.array([[3.0] * 6, [-70001.5] * 6], np.float32)
-    g, b = np.arange(1, 7, dtype=np.float32), np.linspace(-1, 1, 6, dtype=np.float32)
+    }}""")
+    x = np.array([[value] * n, [1.0] * n], np.float32)
+    g, b = np.linspace(1, 6, n, dtype=np.float32), np.linspace(-1, 1, n, dtype=np.float32)
     np.testing.assert_array_equal(run_graph_reference(body, [x, g, b])[0], np.stack([b, b]))
+    np.testing.assert_array_equal(run_graph_reference(original, [x, g, b])[0], np.stack([b, b]))
+    np.testing.assert_array_equal(snipjit.compile(original).run({"x": x, "g": g, "b": b})[0], np.stack([b, b]))
 
 
 def test_mean_variance_normalization_adds_epsilon_to_the_standard_deviation():
     original, body, _ = decomposed("""graph(x: f32[2,3,11]) -> [z] {
       [z] = MeanVarianceNormalization(x) {axes=[2]}
     }""")
-    assert form(body)[4:] == ["z_sqrt = Sqrt(z_reducelast1)", "z_scalar = Scalar[1e-09]()",
-                              "z_add = Add(z_sqrt, z_scalar)", "z_reciprocal = Reciprocal(z_add)",
-                              "z = Mul(z_sub, z_reciprocal)"]
+    assert form(body)[-6:] == ["z_sub2 = Sub(z_sub, z_reducelast1)", "z_sqrt = Sqrt(z_max)",
+                               "z_scalar1 = Scalar[1e-09]()", "z_add = Add(z_sqrt, z_scalar1)",
+                               "z_reciprocal = Reciprocal(z_add)", "z = Mul(z_sub2, z_reciprocal)"]
     assert_close(original, body, rtol=1e-5, atol=1e-5)
 
 

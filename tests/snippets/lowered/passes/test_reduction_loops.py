@@ -63,8 +63,9 @@ def test_a_value_reading_a_reduction_starts_a_new_nest():
 
 def test_statistics_run_between_the_nests():
     lir = lowered(LAYER_NORM.format(n=37), "MarkLoops")
-    assert layout(lir) == ["Parameter", "Parameter", "Scalar", "ReduceLast[0]", "Sub[1]", "Mul[1]", "ReduceLast[1]",
-                           "Add", "Sqrt", "Reciprocal", "Mul[2]", "Mul[2]", "Result"]
+    assert layout(lir) == ["Parameter", "Parameter", "Scalar", "Scalar", "ReduceLast[0]", "Sub[1]", "ReduceLast[1]",
+                           "Mul[1]", "ReduceLast[1]", "Mul", "Sub", "Max", "Add", "Sqrt", "Reciprocal", "Sub[2]",
+                           "Mul[2]", "Mul[2]", "Result"]
 
 
 def test_a_reduction_of_an_earlier_nests_value_joins_the_current_nest():
