@@ -45,10 +45,25 @@ from .counted_loop import I64, CountedLoop, i64 as _c, pin, stack_buffer, update
 from .window_builder import F32, BlockArgs, WindowBuilder
 
 ZEROS = 16   # madd: params [lo, hi, ...] holds zeros from this float on, as many as the channels (at least a vector)
+FEW_COLUMNS = 8   # up to this many input columns per row, a depthwise block leaves their addresses to LLVM
+
+
+def column_addresses(g: WindowBuilder, first, columns: int) -> list:
+    """The addresses of `columns` neighbouring input pixels from `first`, C floats apart, made where they are
+    used (a depthwise block: in its loop over channel vectors): a base per 3 columns, each the last plus 3·C
+    (pinned: LLVM neither hoists the bases out of that loop nor folds them into one another), the others 1 or
+    2 C from one — the scaled index of an x86 address. Left to LLVM, the 10 to 19 column pointers of each of a
+    depthwise block's input rows are computed once per call, spilled, and one reloaded before every load."""
+    b = g.b
+    step = pin(b, [g.d["C"]], barrier=False)[0]
+    bases = [first]
+    for _ in range(3, columns, 3):
+        bases.append(pin(b, [g.at(bases[-1], b.mul(step, _c(3)))], barrier=False)[0])
+    return [g.at(bases[j // 3], b.mul(step, _c(j % 3))) if j % 3 else bases[j // 3] for j in range(columns)]
 
 
 def depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, x_row,
-                         kernel_rows: list[int], acc: list) -> None:
+                         kernel_rows: list[int], acc: list, paired: bool = False) -> None:
     """The FMAs of one input row (at `x_row`, channel offset `cv` not included) of a block reusing inputs
     (stride `sw`, kernel width `kw` known) into the accumulators acc[t][pixel] of each output row t, which
     sees it through its kernel row kernel_rows[t]: each of the (pixels - 1)·sw + kw input columns is loaded
@@ -69,11 +84,18 @@ def depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipp
     weight = [[g.at(w_cv, _c((k * kw + t) * g.shape.lanes)) for t in range(kw)] for k in kernel_rows]
     weights = [[g.load(address) for address in row] for row in weight] if keep else weight
     zeros = g.at(g.p["params"], _c(ZEROS))
+    # LLVM's own addresses for few columns and in a block of two output rows (`paired`; made in the loop,
+    # AVX-512's blocks of two 8-pixel rows spilled two vectors)
+    made = not clipped and columns > FEW_COLUMNS and not paired
+    addresses = column_addresses(g, g.at(x_row, cv), columns) if made else []
     for j in range(columns):
-        address = g.at(x_row, b.mul(d["C"], _c(j)))
-        if clipped:
-            address = b.select(b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"]), address, zeros)
-        x = g.load(g.at(address, cv))
+        if made:
+            x = g.load(addresses[j])
+        else:
+            address = g.at(x_row, b.mul(d["C"], _c(j)))
+            if clipped:
+                address = b.select(b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"]), address, zeros)
+            x = g.load(g.at(address, cv))
         touched = []
         for t, row in enumerate(acc):
             for p in range(pixels):
@@ -112,9 +134,7 @@ def grouped_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped
         buffer = pin(b, [buffer])[0]   # (its loads stay loads: not the stored vectors' lanes shuffled)
         addresses = [g.at(buffer, _c(j * group)) for j in range(columns)]
     else:   # a base pointer per 3 columns, each column 0, 1 or 2 C from one (no address arithmetic per channel)
-        pinned = pin(b, [g.at(x_row, b.mul(d["C"], _c(j))) for j in range(0, columns, 3)] + [d["C"]])
-        bases, step = pinned[:-1], pinned[-1]
-        addresses = [g.at(bases[j // 3], b.mul(step, _c(j % 3))) for j in range(columns)]
+        addresses = column_addresses(g, x_row, columns)
     row_w = g.at(group_w, b.mul(first, _c(group * group)))   # the kernel row's
     for i in range(group):
         weights = [[g.load(g.at(row_w, _c((t * group + i) * group + v * lanes))) for v in range(vectors)]
@@ -152,7 +172,8 @@ def accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: 
         x_row = g.at(blk.x, b.mul(_c(i), row_step))
         if rows == 2:
             seen = [(t, i - t) for t in range(2) if 0 <= i - t < g.shape.kh]
-            depthwise_input_row(g, blk, pixels, cv, clipped, x_row, [k for _, k in seen], [acc[t] for t, _ in seen])
+            depthwise_input_row(g, blk, pixels, cv, clipped, x_row, [k for _, k in seen], [acc[t] for t, _ in seen],
+                                paired=True)
             continue
         inside = b.and_(b.icmp_signed("<=", blk.kh_lo, _c(i)), b.icmp_signed(">", blk.kh_hi, _c(i)))
         acc[0] = update_when(b, inside, acc[0],

@@ -9,6 +9,7 @@ from machine_code import CPUS, innermost_loops
 from snipjit.targets import isa
 from snipjit.targets.llvm import jit
 from snipjit.targets.llvm.window import COMBINES, WindowKernel, window_blocks, window_module
+from snipjit.targets.llvm.window_reuse import FEW_COLUMNS
 
 
 
@@ -77,6 +78,22 @@ def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, 
                 columns, live = (pixels - 1) * sw + kw, rows * (pixels + kw)
                 weights = kw if live + 1 <= registers else pixels * kw   # per kernel row
                 assert loads <= (kh + rows - 1) * columns + rows * kh * weights + 1, "\n".join(loop)   # (+ the bias)
+
+
+@pytest.mark.parametrize("cpu, level", CPUS)
+@pytest.mark.parametrize("kw, sw", [(3, 2), (5, 1), (5, 2), (7, 1)])
+def test_a_wide_block_makes_its_column_addresses_instead_of_reloading_them(cpu, level, kw, sw):
+    """Past FEW_COLUMNS input columns per row, the block's loop over channel vectors makes the columns'
+    addresses (`column_addresses`) rather than reloading a spilled pointer before each input load: what it
+    reads from the stack is a few values per input row (the row's pointer, whether it lies inside the input)."""
+    shape = kernel("madd", level, kw, sw)
+    assert (shape.pixels - 1) * sw + kw > FEW_COLUMNS
+    bodies = functions(jit.assembly_for(window_module(shape), cpu))
+    loops = [loop for loop in innermost_loops(bodies[f"{shape.name}_{shape.pixels}x1_reuse"])
+             if any("vfmadd" in line for line in loop)]
+    assert len(loops) == 1
+    stack = [line for line in loops[0] if "(%rsp)" in line]
+    assert len(stack) <= 3 * shape.kh + 2, "\n".join(loops[0])
 
 
 def test_the_portable_level_multiplies_and_adds_without_library_calls():
