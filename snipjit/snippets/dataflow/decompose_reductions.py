@@ -67,9 +67,9 @@ def _log_softmax(e: _Emit, x: Value, out: Value) -> None:
 
 def _normalize(e: _Emit, x: Value, eps: float, scale: Value | None, bias: Value | None, out: Value,
                eps_on_std: bool = False) -> None:
-    """The corrected two-pass variance: c = x - mean(x) is exact for each element, but the rounded mean
-    leaves c a small offset d = mean(c); var = mean(c*c) - d*d and c - d remove it (a constant row
-    normalises to exact zeros, and rows whose mean dwarfs their spread keep their precision)."""
+    """The corrected two-pass variance: c = x - mean(x) carries the offset d = mean(c) that rounding the
+    mean left; var = mean(c*c) - d*d and c - d remove it (a constant row normalises to exact zeros, and
+    rows whose mean dwarfs their spread keep their precision)."""
     c = e.op("Sub", x, e.reduce(x, "mean"))
     d = e.reduce(c, "mean")
     var = e.op("Max", e.op("Sub", e.reduce(e.op("Mul", c, c), "mean"), e.op("Mul", d, d)), e.scalar(0.0))
