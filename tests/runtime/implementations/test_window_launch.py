@@ -221,6 +221,33 @@ def test_global_pools(level, shape):
         check(out, expected)
 
 
+@pytest.mark.parametrize("case", [CASES[1], CASES[4], CASES[9]], ids=lambda case: "x".join(map(str, case[0])))
+def test_a_nan_in_a_window_reaches_its_max(level, case):
+    # NaN at the window's first tap, a middle one and the last, in a lane of the vector block and in the tail;
+    # an order of x86's max that keeps the accumulator drops a NaN met later, the other one met earlier
+    shape, kernel, strides, dilations, pads = case
+    window = wl.Window(kernel, strides, pads, dilations)
+    x = nhwc(np.random.default_rng(7), *shape)
+    n, h, w, c = shape
+    for i, (row, col) in enumerate([(0, 0), (h // 2, w // 2), (h - 1, w - 1), (1, w - 2)]):
+        x[i % n, row, col, (5 * i) % c] = np.nan
+    ref = np.full(window.output_size(h, w), 0.0)   # (shape only)
+    want = np.empty((n, *ref.shape, c), np.float32)
+    for image in range(n):   # NaN where a window holds one, else the max of the others
+        nan = np.isnan(x[image:image + 1])
+        peak = reference(np.where(nan, -np.inf, x[image:image + 1]), "max", window)
+        hit = reference(nan.astype(np.float32), "max", window) > 0
+        want[image] = np.where(hit, np.nan, peak)[0]
+    assert np.isnan(want).sum() >= 4
+    out = np.zeros(want.shape, np.float32)
+    wl.prepare_pool("max", x, out, window).run()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    check(np.nan_to_num(out), np.nan_to_num(want))
+    out = np.zeros((n, 1, 1, c), np.float32)
+    wl.prepare_global_pool("max", x, out).run()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(x).any(axis=(1, 2), keepdims=True))
+
+
 # (N, H, W, C), kernel, strides, pads: the 3×3 and 5×5 kernels reusing inputs (two rows at once for 3×3 at
 # stride 1), the tap kernel (1×1 stride 2), a channel tail
 SLICE_CASES = [((2, 9, 11, 37), (3, 3), (1, 1), (1, 1, 1, 1)), ((1, 12, 13, 24), (5, 5), (2, 2), (2, 2, 2, 1)),
