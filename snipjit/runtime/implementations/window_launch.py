@@ -241,10 +241,10 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
     widths at row stride and dilation 1); a grouped convolution's (`group` channels per group, which
     `grouped_width` gave) reuses them too."""
     (sh, sw), dh, kw = window.strides, window.dilations[0], window.kernel[1]
-    reuse = combine == "madd" and _reuses(window)
+    reuse = combine in ("madd", "max") and _reuses(window)
     if group and not reuse:
         raise ValueError(f"no grouped window kernel for window {window}")
-    rows = 2 if reuse and not group and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
+    rows = 2 if reuse and combine == "madd" and not group and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
     return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group, window.kernel[0])
 
 
@@ -287,7 +287,11 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         params = np.zeros(ZEROS + _padded(max(c, 1), block), np.float32)   # the clamp; zeros the edges read
         params[:2] = lo, hi
         held = (weights, full_bias, params)   # (not x and out: a step's output buffer held here would never
-    else:                                     # be recycled, and a new one costs a new launch each run)
+    elif combine == "max":                    # be recycled, and a new one costs a new launch each run)
+        full_bias = None
+        params = np.full(ZEROS + _padded(max(c, 1), block), -np.inf, np.float32)   # -inf the edges read
+        held = (params,)
+    else:
         full_bias = params = None
         held = ()
     taps = ((np.arange(kh)[:, None] * dh * w + np.arange(kw)[None, :] * dw) * c).astype(np.int64).reshape(-1)

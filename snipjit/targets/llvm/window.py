@@ -4,7 +4,7 @@ average pooling, global pooling — the same loops, told apart by how a tap comb
 - `madd`: acc += w[kh, kw, c] · x (depthwise convolution; FMA where the ISA level has one), starting at
   the bias, then the `activation` (SiLU, HardSwish: a math-library function) and a clamp to [lo, hi]
   before the store (Relu, Relu6, Clip);
-- `max`: acc = max(acc, x), starting at -inf; padding is never read, so it counts as -inf;
+- `max`: acc = max(acc, x), NaN where either is (`max_with_nan`), starting at -inf; padding counts as -inf;
 - `mean`: acc += x, scaled by 1 / (taps): every tap of the window with `include_pad`, else the taps
   inside the input.
 
@@ -19,22 +19,22 @@ share).
 - ptrs: x [N, H, W, C]; w [cp / lanes, KH·KW, lanes] (depthwise weights channel-blocked: each channel vector's
   tap vectors side by side, zero-padded to cp, a multiple of the vector width); bias [cp] (zero-padded); out
   [N, OH, OW, C], its pixels OC elements apart (C, or more: a slice of the channels of a Concat's output); params
-  f32 [lo, hi, .., zeros from ZEROS on, at least a vector and as many as the channels]; taps i64 [KH·KW] (each
-  tap's offset in x from the window's origin: kh·dh·W·C + kw·dw·C).
+  f32 [lo, hi, .., the padding from ZEROS on (madd: zeros; max: -inf), at least a vector and as many as the
+  channels]; taps i64 [KH·KW] (each tap's offset in x from the window's origin: kh·dh·W·C + kw·dw·C).
 - dims: see `DIMS`; `ow_lo`/`ow_hi` bound the output columns whose windows lie inside the input's width.
 
 Register blocking: `pixels` output pixels × `vectors` channel vectors accumulate in registers through the tap loops,
-so each weight vector loaded serves every pixel of the block. For madd at column dilation 1 with the kernel width
-and column stride known when generating (`kw` up to 7, `sw` 1 or 2), the blocks also share inputs between pixels
-(`window_reuse`). Each register block is a function of its own, never inlined, whose tap loop reads the tap's offset
-from `taps`: with the offsets computed, or the blocks inlined into the row loops, LLVM strength-reduces every pixel's
-address into an induction variable and spills them (measured 2-3× slower). So are a row's blocks of one width (in
-the kernel's body, the rows of every width were most of its compile time). Without reuse, blocks of `pixels` and of
-half as many run over the interior columns (all taps inside the row, no checks); the columns left over and the edge
-columns run one pixel at a time with their kw range clipped to the input, never branching per tap; a row's kh range
-is clipped the same way. Channels go `vectors` at a time, then one vector at a time, then the tail of C under a lane
-mask — the only masked loads and stores, since the weights and bias are padded (AVX2's vmaskmov is slow: it stays
-out of every loop over whole vectors).
+so each weight vector loaded serves every pixel of the block. For madd and max at column dilation 1 with the kernel
+width and column stride known when generating (`kw` up to 7, `sw` 1 or 2), the blocks also share inputs between
+pixels (`window_reuse`). Each register block is a function of its own, never inlined, whose tap loop reads the tap's
+offset from `taps`: with the offsets computed, or the blocks inlined into the row loops, LLVM strength-reduces every
+pixel's address into an induction variable and spills them (measured 2-3× slower). So are a row's blocks of one
+width (in the kernel's body, the rows of every width were most of its compile time). Without reuse, blocks of
+`pixels` and of half as many run over the interior columns (all taps inside the row, no checks); the columns left
+over and the edge columns run one pixel at a time with their kw range clipped to the input, never branching per tap;
+a row's kh range is clipped the same way. Channels go `vectors` at a time, then one vector at a time, then the tail
+of C under a lane mask — the only masked loads and stores, since the weights and bias are padded (AVX2's vmaskmov is
+slow: it stays out of every loop over whole vectors).
 """
 from __future__ import annotations
 
@@ -59,18 +59,20 @@ class WindowKernel:
     lanes: int      # f32 lanes per vector (the ISA level's width)
     fused: bool = True   # FMA instructions (else a multiply and an add)
     activation: str = ""   # madd: a math-library function applied before the clamp
-    kw: int = 0     # madd at column dilation 1: the kernel width, its blocks reuse inputs (0: none)
+    kw: int = 0     # madd or max at column dilation 1: the kernel width, its blocks reuse inputs (0: none)
     sw: int = 1     # with kw: the column stride
     rows: int = 1   # with kw: output rows of a work item, 2: computed together where row stride and dilation are 1
     registers: int = 16   # vector registers of the ISA level
     grouped: int = 0   # with kw: vectors per group of a grouped convolution (see above; 0: depthwise)
-    kh: int = 0     # with kw, depthwise (and only then): the kernel height, its rows unrolled
+    kh: int = 0     # with kw, depthwise or max (and only then): the kernel height, its rows unrolled
 
     def __post_init__(self):
         if self.combine not in COMBINES:
             raise ValueError(f"window combine {self.combine!r} is not one of {COMBINES}")
-        if self.kw and self.combine != "madd":
-            raise ValueError(f"only madd reuses inputs across pixels (kw={self.kw}, combine {self.combine!r})")
+        if self.kw and self.combine == "mean":
+            raise ValueError(f"mean does not reuse inputs across pixels (kw={self.kw}, combine {self.combine!r})")
+        if self.kw and self.combine == "max" and (self.rows != 1 or self.grouped or self.activation):
+            raise ValueError("max reuses inputs one output row at a time, without groups or activation")
         if self.rows not in (1, 2) or (self.rows == 2 and not self.kw):
             raise ValueError(f"a work item is 1 output row, or 2 with kw (rows={self.rows}, kw={self.kw})")
         if bool(self.kh) != bool(self.kw and not self.grouped):

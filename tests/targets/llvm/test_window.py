@@ -31,7 +31,7 @@ def masked(text: str) -> bool:
 
 @pytest.mark.parametrize("cpu, level", CPUS)
 @pytest.mark.parametrize("combine, kw, rows",
-                         [(combine, 0, 1) for combine in COMBINES] + [("madd", 3, 1), ("madd", 3, 2)])
+                         [(combine, 0, 1) for combine in COMBINES] + [("madd", 3, 1), ("madd", 3, 2), ("max", 3, 1)])
 def test_masks_only_in_the_channel_tail(cpu, level, combine, kw, rows):
     shape = kernel(combine, level, kw, rows=rows)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
@@ -96,6 +96,26 @@ def test_a_wide_block_makes_its_column_addresses_instead_of_reloading_them(cpu, 
     assert len(stack) <= 3 * shape.kh + 2, "\n".join(loops[0])
 
 
+@pytest.mark.parametrize("cpu, level", CPUS)
+@pytest.mark.parametrize("kw, sw", [(3, 2), (3, 1), (7, 1)])
+def test_a_max_pool_block_loads_each_input_column_once(cpu, level, kw, sw):
+    """A max pool reusing inputs: per kernel row, each of the block's (pixels - 1)·sw + kw input columns loaded
+    once (or folded into a max) and fed to every pixel whose window holds it, two max instructions per tap
+    (the NaN-keeping max), no vector spill."""
+    shape = kernel("max", level, kw, sw)
+    bodies = functions(jit.assembly_for(window_module(shape), cpu))
+    loops = [loop for loop in innermost_loops(bodies[f"{shape.name}_{shape.pixels}x1_reuse"])
+             if any("vmaxps" in line for line in loop)]
+    assert len(loops) == 1
+    loop = loops[0]
+    maxes = 2 * shape.kh * shape.pixels * kw   # (less a pixel's worth: a max with the initial -inf folds)
+    assert maxes - shape.pixels <= sum("vmaxps" in line for line in loop) <= maxes
+    register = "zmm" if level is isa.AVX512 else "ymm"
+    loads = sum(re.search(rf"vmovups\s+\S*\(.*%{register}|vmaxps\s+\S*\(", line) is not None for line in loop)
+    assert loads <= shape.kh * ((shape.pixels - 1) * sw + kw), "\n".join(loop)
+    assert not [line for line in loop if re.search(rf"\(%rsp\).*{register}|{register}.*\(%rsp\)", line)]
+
+
 def test_the_portable_level_multiplies_and_adds_without_library_calls():
     asm = jit.assembly_for(window_module(kernel("madd", isa.SSE)), "x86-64-v2")
     named = [target for target in re.findall(r"call\w*\s+(\S+)", asm) if not target.startswith("*")]
@@ -106,8 +126,10 @@ def test_the_portable_level_multiplies_and_adds_without_library_calls():
 def test_an_unknown_combine_is_refused():
     with pytest.raises(ValueError, match="combine"):
         WindowKernel("min", 4, 2, 8)
-    with pytest.raises(ValueError, match="only madd"):
-        WindowKernel("max", 4, 2, 8, kw=3)
+    with pytest.raises(ValueError, match="mean does not reuse"):
+        WindowKernel("mean", 4, 1, 8, kw=3, kh=3)
+    with pytest.raises(ValueError, match="max reuses inputs one output row at a time"):
+        WindowKernel("max", 4, 1, 8, kw=3, kh=3, rows=2)
     with pytest.raises(ValueError, match="kernel rows"):   # (else its blocks would have no FMAs)
         WindowKernel("madd", 4, 1, 8, kw=3)
     with pytest.raises(ValueError, match="kernel rows"):
