@@ -199,6 +199,17 @@ def test_other_depthwise_windows_keep_the_kernel_without_reuse(window):
     assert launch.kernel.shape.kw == 0
 
 
+@pytest.mark.parametrize("size", [(9, 5), (64, 5)])
+def test_a_max_pool_taller_than_the_reused_widths_keeps_the_tap_loop(size):
+    # (the reuse path unrolls the kernel rows: a global max pool over 64×5 pixels took 30 s to compile there)
+    x = np.random.default_rng(1).standard_normal((2, *size, 11), dtype=np.float32)
+    out = np.zeros((2, 1, 1, 11), np.float32)
+    launch = wl.prepare_global_pool("max", x, out)
+    assert launch.kernel.shape.kw == 0
+    launch.run()
+    np.testing.assert_array_equal(out, x.max(axis=(1, 2), keepdims=True))
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "x".join(map(str, case[0])) + f"k{case[1][0]}{case[1][1]}")
 def test_pools(level, case):
     shape, kernel, strides, dilations, pads = case
