@@ -276,7 +276,22 @@ class PoolKernel(WindowKernel):
         return tuple(x.shape[1:3]) if self.is_global else tuple(self.attrs["kernel_shape"])
 
     def native_jobs(self) -> list:
-        return [window_launch.kernel_for("max" if self.kind == "max" else "mean").job] if available() else []
+        """Its kernel: a max pool's for the window on the input's static size (clipped as at run time; a
+        dynamic size: the declared window, or none for a global pool, whose window is the image)."""
+        if not available():
+            return []
+        if self.kind == "avg":
+            return [window_launch.kernel_for("mean").job]
+        shape = self.node.inputs[0].type.shape
+        spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else (None, None)
+        known = all(isinstance(n, int) for n in spatial)
+        if self.is_global and not known:
+            return []
+        kernel = spatial if self.is_global else tuple(self.attrs["kernel_shape"])
+        win = window_from_attrs(self.ctx, kernel)
+        win = win.clipped(spatial) if known else win
+        window = window_launch.Window(win.kernel, win.strides, dilations=win.dilations)
+        return [window_launch.window_kernel("max", window).job]
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]

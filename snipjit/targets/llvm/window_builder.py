@@ -100,7 +100,6 @@ class WindowBuilder:
             return self.max_with_nan(acc, x)
         return b.fadd(acc, x)
 
-
     def max_with_nan(self, a, b_):
         """The larger of a and b_, NaN where either is (a NaN anywhere in a window reaches its output, as in
         NumPy). x86's max instruction returns its second operand where either is NaN: the two orders, whose

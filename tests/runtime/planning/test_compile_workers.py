@@ -162,6 +162,18 @@ def conv_network():
     return b.build()
 
 
+def pools():
+    """A conv then max pools of three windows: 3×3/2 (on the input-reusing blocks), a 5×5 one larger than the
+    9×9 image's last row of windows reaches, and the global one over the 5×5 map (the window is the image)."""
+    b = snipjit.GraphBuilder()
+    x = b.input("x", "f32", [1, 3, 18, 18])
+    y = b.Relu(b.Conv(x, b.const(rng.standard_normal((16, 3, 3, 3), dtype=np.float32) / 5), pads=[1, 1, 1, 1]))
+    y = b.MaxPool(y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = b.MaxPool(y, kernel_shape=[5, 5], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+    b.output(b.GlobalMaxPool(y), "y")
+    return b.build()
+
+
 def mlp():
     """Products by constant weights: with a bias and Tanh, with a bias alone, a Gemm with Relu."""
     b = snipjit.GraphBuilder()
@@ -174,10 +186,12 @@ def mlp():
     return b.build()
 
 
-@pytest.mark.parametrize("graph, image, kernels", [(conv_network, [1, 3, 12, 12], 4), (mlp, [8, 32], 3)])
+@pytest.mark.parametrize("graph, image, kernels", [(conv_network, [1, 3, 12, 12], 4), (pools, [1, 3, 18, 18], 4),
+                                                   (mlp, [8, 32], 3)])
 def test_the_steps_name_the_generated_kernels_their_first_run_loads(graph, image, kernels, monkeypatch):
-    """conv_network: the planar conv, the depthwise one, the product and the pool; mlp: the products' GEMM
-    kernel with Tanh, without an activation, and the Gemm's (its Relu applied after it)."""
+    """conv_network: the planar conv, the depthwise one, the product and the pool; pools: the conv and three
+    max pools' kernels; mlp: the products' GEMM kernel with Tanh, without an activation, and the Gemm's (its
+    Relu applied after it)."""
     loaded = []
     real = object_cache._native
     monkeypatch.setattr(object_cache, "_native", lambda module, name, *rest: loaded.append(name) or
