@@ -80,8 +80,8 @@ def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, 
                 assert loads <= (kh + rows - 1) * columns + rows * kh * weights + 1, "\n".join(loop)   # (+ the bias)
 
 
-@pytest.mark.parametrize("cpu, level", CPUS)
-@pytest.mark.parametrize("kw, sw", [(3, 2), (5, 1), (5, 2), (7, 1)])
+@pytest.mark.parametrize("cpu, level", CPUS[1::2])   # (one AVX2 and one AVX-512 CPU: each case compiles a module)
+@pytest.mark.parametrize("kw, sw", [(3, 2), (5, 2), (7, 1)])
 def test_a_wide_block_makes_its_column_addresses_instead_of_reloading_them(cpu, level, kw, sw):
     """Past FEW_COLUMNS input columns per row, the block's loop over channel vectors makes the columns'
     addresses (`column_addresses`) rather than reloading a spilled pointer before each input load: what it
@@ -96,8 +96,8 @@ def test_a_wide_block_makes_its_column_addresses_instead_of_reloading_them(cpu, 
     assert len(stack) <= 3 * shape.kh + 2, "\n".join(loops[0])
 
 
-@pytest.mark.parametrize("cpu, level", CPUS)
-@pytest.mark.parametrize("kw, sw", [(3, 2), (3, 1), (7, 1)])
+@pytest.mark.parametrize("cpu, level", CPUS[1::2])
+@pytest.mark.parametrize("kw, sw", [(3, 2), (7, 1)])
 def test_a_max_pool_block_loads_each_input_column_once(cpu, level, kw, sw):
     """A max pool reusing inputs: per kernel row, each of the block's (pixels - 1)·sw + kw input columns loaded
     once (or folded into a max) and fed to every pixel whose window holds it, two max instructions per tap
