@@ -277,7 +277,7 @@ class PoolKernel(WindowKernel):
 
     def native_jobs(self) -> list:
         """Its kernel: a max pool's for the window on the input's static size (clipped as at run time; a
-        dynamic size: the declared window, or none for a global pool, whose window is the image)."""
+        dynamic size: the declared window; a global pool: the tap loop, one output pixel reusing nothing)."""
         if not available():
             return []
         if self.kind == "avg":
@@ -285,13 +285,12 @@ class PoolKernel(WindowKernel):
         shape = self.node.inputs[0].type.shape
         spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else (None, None)
         known = all(isinstance(n, int) for n in spatial)
-        if self.is_global and not known:
-            return []
-        kernel = spatial if self.is_global else tuple(self.attrs["kernel_shape"])
-        win = window_from_attrs(self.ctx, kernel)
+        if self.is_global:   # (one output pixel: the tap loop)
+            return [window_launch.kernel_for("max").job]
+        win = window_from_attrs(self.ctx, tuple(self.attrs["kernel_shape"]))
         win = win.clipped(spatial) if known else win
         window = window_launch.Window(win.kernel, win.strides, dilations=win.dilations)
-        return [window_launch.window_kernel("max", window).job]
+        return [window_launch.window_kernel("max", window).job]   # (a pool of one output pixel: its first run)
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]

@@ -199,11 +199,23 @@ def test_other_depthwise_windows_keep_the_kernel_without_reuse(window):
     assert launch.kernel.shape.kw == 0
 
 
-@pytest.mark.parametrize("size", [(9, 5), (64, 5)])
-def test_a_max_pool_taller_than_the_reused_widths_keeps_the_tap_loop(size):
-    # (the reuse path unrolls the kernel rows: a global max pool over 64×5 pixels took 30 s to compile there)
-    x = np.random.default_rng(1).standard_normal((2, *size, 11), dtype=np.float32)
-    out = np.zeros((2, 1, 1, 11), np.float32)
+@pytest.mark.parametrize("kernel", [(9, 5), (64, 5)])
+def test_a_max_pool_taller_than_the_reused_widths_keeps_the_tap_loop(kernel):
+    # (the reuse path unrolls the kernel rows: a max pool of a 64×5 window took 30 s to compile there)
+    x = np.random.default_rng(1).standard_normal((2, kernel[0] + 2, 9, 11), dtype=np.float32)
+    window = wl.Window(kernel)
+    out = np.zeros((2, *window.output_size(*x.shape[1:3]), 11), np.float32)
+    launch = wl.prepare_pool("max", x, out, window)
+    assert launch.kernel.shape.kw == 0
+    launch.run()
+    check(out, reference(x, "max", window))
+
+
+@pytest.mark.parametrize("shape", [(1, 7, 7, 64), (2, 3, 5, 20)])
+def test_a_global_max_pool_keeps_the_tap_loop(shape):
+    # one output pixel per image: nothing to reuse across pixels, and the reuse variant costs seconds to compile
+    x = np.random.default_rng(2).standard_normal(shape, dtype=np.float32)
+    out = np.zeros((shape[0], 1, 1, shape[3]), np.float32)
     launch = wl.prepare_global_pool("max", x, out)
     assert launch.kernel.shape.kw == 0
     launch.run()
