@@ -48,7 +48,12 @@ class WindowKernel(Kernel):
         return tuple(x.shape[1:3])
 
     def window(self, x: np.ndarray):
-        return window_from_attrs(self.ctx, self.kernel_size(x)).clipped(self.spatial(x))
+        return self.window_on(self.kernel_size(x), self.spatial(x))
+
+    def window_on(self, kernel: tuple[int, ...], spatial: tuple[int, int] | None):
+        """The attributes' window for `kernel`, clipped to an input of `spatial` size (if known)."""
+        win = window_from_attrs(self.ctx, kernel)
+        return win if spatial is None else win.clipped(spatial)
 
     def _placement(self, x: np.ndarray):
         return place_window(self.ctx, self.window(x), self.spatial(x))
@@ -280,17 +285,14 @@ class PoolKernel(WindowKernel):
         dynamic size: the declared window; a global pool: the tap loop, one output pixel reusing nothing)."""
         if not available():
             return []
-        if self.kind == "avg":
-            return [window_launch.kernel_for("mean").job]
+        if self.kind == "avg" or self.is_global:   # (a global pool: one output pixel, the tap loop)
+            return [window_launch.kernel_for("max" if self.kind == "max" else "mean").job]
         shape = self.node.inputs[0].type.shape
-        spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else (None, None)
-        known = all(isinstance(n, int) for n in spatial)
-        if self.is_global:   # (one output pixel: the tap loop)
-            return [window_launch.kernel_for("max").job]
-        win = window_from_attrs(self.ctx, tuple(self.attrs["kernel_shape"]))
-        win = win.clipped(spatial) if known else win
+        spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else None
+        win = self.window_on(tuple(self.attrs["kernel_shape"]),
+                             spatial if spatial and all(isinstance(n, int) for n in spatial) else None)
         window = window_launch.Window(win.kernel, win.strides, dilations=win.dilations)
-        return [window_launch.window_kernel("max", window).job]   # (a pool of one output pixel: its first run)
+        return [window_launch.window_kernel("max", window).job]
 
     def prepare(self, inputs, y, repeats):
         x = inputs[0]

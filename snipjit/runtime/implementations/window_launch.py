@@ -241,11 +241,11 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
                   single: bool = False) -> CompiledWindow:
     """The kernel a window op runs on: for a depthwise convolution or a max pool whose kernel width, column
     stride and dilation have one, the variant reusing inputs across pixels (two output rows at once for the
-    paired widths at row stride and dilation 1), unless each image has a `single` output pixel (a global
-    pool: nothing to reuse, and the variant's many block widths cost seconds to compile); a grouped
+    paired widths at row stride and dilation 1), unless a pool's images each have a `single` output pixel (a
+    global pool: nothing to reuse, and the variant's many block widths cost seconds to compile); a grouped
     convolution's (`group` channels per group, which `grouped_width` gave) reuses them too."""
     (sh, sw), dh, kw = window.strides, window.dilations[0], window.kernel[1]
-    reuse = combine in ("madd", "max") and _reuses(window) and not (single and not group)
+    reuse = combine in ("madd", "max") and _reuses(window) and not single
     if group and not reuse:
         raise ValueError(f"no grouped window kernel for window {window}")
     rows = 2 if reuse and combine == "madd" and not group and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
@@ -269,7 +269,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         return None
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
-    kernel = window_kernel(combine, window, activation, group, single=(oh, ow) == (1, 1))
+    kernel = window_kernel(combine, window, activation, group, single=combine != "madd" and (oh, ow) == (1, 1))
     lanes, vectors, rows = kernel.shape.lanes, kernel.shape.vectors, kernel.shape.rows
     ow_lo = min(ow, -(-left // sw))                                  # first column with iw >= 0
     ow_hi = max(ow_lo, min(ow, (w - 1 + left - (kw - 1) * dw) // sw + 1))   # past the last inside the row

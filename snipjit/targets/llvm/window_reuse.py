@@ -82,11 +82,13 @@ def depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipp
     madd = g.shape.combine == "madd"
     live = len(kernel_rows) * (pixels + (kw if madd else 0))
     barrier = live + columns > registers
-    keep = live + 1 <= registers
-    w_cv = g.at(blk.w, b.mul(cv, _c(g.shape.kh * kw)))   # the channel vector's taps, a vector each
-    weight = [[g.at(w_cv, _c((k * kw + t) * g.shape.lanes)) if madd else None for t in range(kw)]
-              for k in kernel_rows]
-    weights = [[g.load(address) for address in row] for row in weight] if keep and madd else weight
+    keep = live + 1 <= registers or not madd
+    if madd:
+        w_cv = g.at(blk.w, b.mul(cv, _c(g.shape.kh * kw)))   # the channel vector's taps, a vector each
+        weight = [[g.at(w_cv, _c((k * kw + t) * g.shape.lanes)) for t in range(kw)] for k in kernel_rows]
+        weights = [[g.load(address) for address in row] for row in weight] if keep else weight
+    else:
+        weights = [[None] * kw for _ in kernel_rows]
     zeros = g.at(g.p["params"], _c(ZEROS))
     # LLVM's own addresses for few columns and in a block of two output rows (`paired`; made in the loop,
     # AVX-512's blocks of two 8-pixel rows spilled two vectors)
@@ -105,7 +107,7 @@ def depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipp
             for p in range(pixels):
                 if 0 <= j - p * sw < kw:
                     w = weights[t][j - p * sw]
-                    row[p] = g.combine(row[p], x, w if keep or not madd else g.load(w))
+                    row[p] = g.combine(row[p], x, w if keep else g.load(w))
                     touched.append((row, p))
         if barrier and touched:
             for (row, p), value in zip(touched, pin(b, [row[p] for row, p in touched])):
