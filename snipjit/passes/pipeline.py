@@ -17,6 +17,7 @@ from .fuse_gelu import fuse_gelu
 from .fuse_pad_into_conv import fuse_pad_into_conv
 from ..ops.infer_shapes import infer_shapes
 from .mark_quantized_convolutions import mark_quantized_convolutions
+from .mark_pitched_inputs import mark_pitched_inputs
 from .mark_skipped import mark_skipped_by_plugin
 from .postpone_broadcast import postpone_broadcast
 from .quantized_products import quantized_products
@@ -63,7 +64,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
                    GraphPass("ActivationsBeforeReshapes", activations_before_reshapes),
                    GraphPass("TokenizeMHA", tokenize_mha),
                    GraphPass("MarkSkippedByPlugin", mark_skipped_by_plugin),
-                   GraphPass("TokenizeSnippets", lambda g, o: tokenize_snippets(g, with_register_budget(o)))]
+                   GraphPass("TokenizeSnippets", lambda g, o: tokenize_snippets(g, with_register_budget(o))),
+                   GraphPass("MarkPitchedInputs", mark_pitched_inputs)]
     return passes
 
 

@@ -23,6 +23,7 @@ from ..parallel.workers import Workers, running_on
 from ..errors import ExecutionError
 from .feeds import FeedChecker, FeedError
 from ...memory.solver import aligned_array, aligned_empty
+from ..implementations.base import pitched_rows
 from .native_segments import join_native_steps
 from .profile import Profile, StepCounters
 from ..planning.program import Program, ResolvedPlan
@@ -170,7 +171,8 @@ class Request:
         types = plan.resolution.types
         for s, r in plan.inplace_of.items():   # in step order: the input's memory is bound before
             slots[s] = slots[r].reshape(types[s].shape)
-        for s, (whole, start, end) in plan.channel_slices.items():   # written straight into a Concat
+        # written straight into a Concat's output, which may be a slice of another's: the outer ones first
+        for s, (whole, start, end) in reversed(plan.channel_slices.items()):
             slots[s] = slots[whole][..., start:end]
         calls = []
         for step, mode in zip(p.steps, plan.modes):
@@ -201,8 +203,10 @@ class Request:
         if mode != "into" or not step.kernel.binds or any(s < 0 or types[s] is None for s in args):
             return None
         changing = set(self.program.input_slots) | set(plan.escaping)
+        pitched = step.kernel.pitched_inputs()   # (slices of a Concat's output it reads where they are)
         fixed = {i: slots[s] for i, s in enumerate(args)
-                 if s not in changing and isinstance(slots[s], np.ndarray) and slots[s].flags.c_contiguous}
+                 if s not in changing and isinstance(slots[s], np.ndarray)
+                 and (slots[s].flags.c_contiguous or (i in pitched and pitched_rows(slots[s]) is not None))}
         return step.kernel.bind([types[s].shape for s in step.in_slots], fixed, len(step.out_slots))
 
     def _recycle(self, slot: int, t: TensorType | None) -> np.ndarray | None:

@@ -94,11 +94,35 @@ class Kernel:
         (the program then lets it write straight into a Concat's output)."""
         return False
 
+    def pitched_inputs(self) -> tuple[int, ...]:
+        """Indices of inputs that `run_into` and `bind` take as a slice of a wider tensor's last axis (rows
+        of their elements farther apart than their length: `pitched_rows`), so the program may let a
+        Concat assemble them in place, where this kernel reads them too."""
+        return ()
+
     def inplace_inputs(self) -> tuple[int, ...]:
         """Indices of inputs whose memory the (single) output may be written over, when the plan finds
         the input dead after this step and of the output's size and dtype. A kernel claims an input only
         when it reads each element of it before writing that element of the output and never again."""
         return ()
+
+
+def pitched_rows(a: np.ndarray) -> int | None:
+    """The elements from one row (innermost dim) of `a` to the next, when its rows are contiguous and evenly
+    spaced and the dims outside them whole rows apart (C-contiguous, or a slice of the last axis of a
+    C-contiguous array); else None."""
+    if a.flags.c_contiguous:
+        return a.shape[-1] if a.ndim else 1
+    if a.ndim < 2 or a.strides[-1] != a.itemsize or a.shape[-2] == 1 or a.strides[-2] % a.itemsize:
+        return None
+    pitch = expected = a.strides[-2]
+    if pitch < a.shape[-1] * a.itemsize:
+        return None
+    for n, step in zip(reversed(a.shape[:-1]), reversed(a.strides[:-1])):
+        if n != 1 and step != expected:
+            return None
+        expected *= n
+    return pitch // a.itemsize
 
 
 class NativeStep:

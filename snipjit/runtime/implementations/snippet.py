@@ -22,7 +22,7 @@ from ..errors import KernelBoundsError
 from ..parallel.native_threads import NativeCall, get_native_pool, scratchpads
 from ..parallel.python_threads import get_pool
 from .brgemm_attention import build_attention
-from .base import Implementation, Kernel, NativeStep, PreparedLaunch, build_reference
+from .base import Implementation, Kernel, NativeStep, PreparedLaunch, build_reference, pitched_rows
 from .snippet_compile import ThreadScratchpads, compile_body, compile_retyped, launch_parallel
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this, splitting across threads costs more than it gains
@@ -41,6 +41,7 @@ class SnippetKernel(Kernel):
         self.out_ranks = [len(o.type.shape) for o in node.outputs]
         self.out_broadcast = [[d == 1 for d in shape] for shape in compiled.output_shapes]
         self.fn = compiled.kernel.fn
+        self.pitched = tuple(node.attrs["body"].meta.get("pitched", ()))   # the kernel's dims after the master's
         self.calls = 0
         self._scratchpad = ThreadScratchpads()   # each thread that runs a chunk has its own
 
@@ -99,8 +100,23 @@ class SnippetKernel(Kernel):
             self._launch(arrays, outs, master)
         return [o.reshape(o.shape[self.rank - r:]) for o, r in zip(outs, self.out_ranks)]
 
+    def pitched_inputs(self) -> tuple[int, ...]:
+        """The inputs the body marks (`MarkPitchedInputs`): the kernel takes their row pitch as an argument
+        (checked mode verifies accesses against contiguous buffers: it takes copies)."""
+        return () if self.compiled.kernel.checked else self.pitched
+
+    def takes(self, index: int, a: np.ndarray) -> bool:
+        """Whether input `index` can be read where it is (else the kernel reads a contiguous copy)."""
+        return a.flags.c_contiguous or (index in self.pitched_inputs() and pitched_rows(a) is not None)
+
+    def dims(self, master: Sequence[int], inputs: Sequence) -> ctypes.Array:
+        """The kernel's `dims` argument: the master shape, then each pitched input's row pitch (an input given
+        by its shape alone, not yet known: its rows' length)."""
+        pitches = [pitched_rows(a) if isinstance(a, np.ndarray) else a[-1] for a in (inputs[i] for i in self.pitched)]
+        return (ctypes.c_int64 * (self.rank + len(pitches)))(*master, *pitches)
+
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in inputs]
+        arrays = [a if self.takes(i, a) else np.ascontiguousarray(a) for i, a in enumerate(inputs)]
         master = self.master_shape(arrays)
         if master is None:
             variant = self.specialised(arrays)
@@ -114,7 +130,7 @@ class SnippetKernel(Kernel):
     def _launch(self, arrays: Sequence[np.ndarray], outs: Sequence[np.ndarray], master: tuple[int, ...]) -> None:
         ptrs = (ctypes.c_void_p * (len(arrays) + len(outs)))(*[a.ctypes.data for a in arrays],
                                                               *[o.ctypes.data for o in outs])
-        dims = (ctypes.c_int64 * self.rank)(*master)
+        dims = self.dims(master, arrays)
         domain = 1
         for d in master[:self.compiled.parallel_rank]:
             domain *= d
@@ -154,7 +170,7 @@ class SnippetKernel(Kernel):
         master = kernel.master_shape(in_shapes) if kernel is not None else None
         if master is None or 0 in master:
             return None   # unusual shapes take the general path
-        return BoundLaunch(kernel, master, fixed, len(in_shapes) + n_outputs)
+        return BoundLaunch(kernel, master, fixed, len(in_shapes) + n_outputs, in_shapes)
 
     def inplace_inputs(self) -> tuple[int, ...]:
         """Purely elementwise kernels (elementwise ops only: one loop nest plus its tail, no reductions
@@ -172,12 +188,13 @@ class BoundLaunch:
     """A snippet call with its pointer and dims arrays prepared: the pointers of arguments whose arrays
     may change between runs (feeds, output buffers) are set again only when they do (`PreparedLaunch`)."""
 
-    def __init__(self, kernel: SnippetKernel, master: tuple[int, ...], fixed: dict[int, np.ndarray], n_args: int):
+    def __init__(self, kernel: SnippetKernel, master: tuple[int, ...], fixed: dict[int, np.ndarray], n_args: int,
+                 in_shapes: Sequence[tuple]):
         self.kernel = kernel
         self.ptrs = (ctypes.c_void_p * n_args)(*[fixed[i].ctypes.data if i in fixed else 0 for i in range(n_args)])
         self.dynamic = [i for i in range(n_args) if i not in fixed]
         self.n_inputs = n_args - len(kernel.out_dtypes)
-        self.dims = (ctypes.c_int64 * kernel.rank)(*master)
+        self.dims = kernel.dims(master, [fixed.get(i, shape) for i, shape in enumerate(in_shapes)])
         self.domain = math.prod(master[:kernel.compiled.parallel_rank])
         self.parallel = math.prod(master) >= PARALLEL_MIN_ELEMENTS
         self.scratch_bytes = master[-1] * 4 * kernel.compiled.scratch_rows
@@ -213,11 +230,13 @@ class BoundLaunch:
         return None if self.native is None else self.native.call(self.fn_address, *self.args)
 
     def _point(self, args: list[np.ndarray]):
-        """Point at the arguments themselves, unless an input is not contiguous."""
-        if any(i < self.n_inputs and not args[i].flags.c_contiguous for i in self.dynamic):
+        """Point at the arguments themselves, unless an input is neither contiguous nor pitched rows the
+        kernel takes."""
+        if any(i < self.n_inputs and not self.kernel.takes(i, args[i]) for i in self.dynamic):
             return None
         for i in self.dynamic:
             self.ptrs[i] = args[i].ctypes.data
+        self._set_pitches(args)
         return self._launch
 
     def _point_at_copies(self, args: list[np.ndarray]) -> None:
@@ -225,7 +244,13 @@ class BoundLaunch:
             if i < self.n_inputs and not args[i].flags.c_contiguous:
                 args[i] = np.ascontiguousarray(args[i])   # held by `args` in the caller until the call returns
             self.ptrs[i] = args[i].ctypes.data
+        self._set_pitches(args)
         self._launch(args)
+
+    def _set_pitches(self, args: list[np.ndarray]) -> None:
+        for j, i in enumerate(self.kernel.pitched):
+            if i in self.dynamic:
+                self.dims[self.kernel.rank + j] = pitched_rows(args[i])
 
     def _launch(self, args: list[np.ndarray]) -> None:
         k = self.kernel

@@ -65,8 +65,14 @@ def kernel_spec(body, options: dict) -> KernelSpec:
     spec = known.get((target.cache_key(), loop_depth))
     if spec is None:
         spec = known[(target.cache_key(), loop_depth)] = KernelSpec(
-            target, cache_key(body, target, {"loop_depth": loop_depth}), loop_depth)
+            target, cache_key(body, target, {"loop_depth": loop_depth, **_pitched(body)}), loop_depth)
     return spec
+
+
+def _pitched(body) -> dict:
+    """The inputs that take a row pitch (`MarkPitchedInputs`): not in the body's text, part of its kernel."""
+    pitched = body.meta.get("pitched")
+    return {"pitched": list(pitched)} if pitched else {}
 
 
 def bypasses_cache(options: dict) -> bool:

@@ -197,7 +197,9 @@ class Program:
             s = root(s)
             while s in inplace_of:
                 s = root(inplace_of[s])
-            return slices[s][0] if s in slices else s
+            while s in slices:   # a slice of a Concat's output, which may be a slice of another's
+                s = slices[s][0]
+            return s
 
         first: dict[int, int] = {}
         last: dict[int, int] = {}
@@ -221,26 +223,36 @@ class Program:
 
     def _channel_slices(self, modes: list[str], types: list, excluded: set[int]) -> dict[int, tuple[int, int, int]]:
         """Concats along the last axis whose inputs are each written by a kernel that can write a slice
-        of channels (`Kernel.writes_channel_slices`) and read by the Concat alone: the producers write
-        straight into the Concat's output, which then has nothing left to do (its mode becomes "skip").
-        Not for a Concat whose output is a graph output or a constant (excluded)."""
+        of channels (`Kernel.writes_channel_slices`), or are the output of a Concat assembled this way
+        (DenseNet's block: each layer's Concat extends the last one's), and are read by nothing else but
+        kernels that take such a slice where it is (`Kernel.pitched_inputs`): the producers write straight
+        into the Concat's output, which then has nothing left to do (its mode becomes "skip"). Not for a
+        Concat whose output is a graph output or a constant (excluded). Slot -> (the slot whose memory
+        holds it, first and end channel there), inner Concats' inputs before the outer Concats'."""
         producer = {s: i for i, step in enumerate(self.steps) for s in step.out_slots}
-        reads: dict[int, int] = {}
-        for step in self.steps:
-            for s in step.in_slots:
-                reads[s] = reads.get(s, 0) + 1
+        readers: dict[int, list[tuple[int, int]]] = {}
+        for j, step in enumerate(self.steps):
+            for position, s in enumerate(step.in_slots):
+                readers.setdefault(s, []).append((j, position))
         slices: dict[int, tuple[int, int, int]] = {}
+        assembled: set[int] = set()   # Concat steps whose inputs are written into their output
+
+        def placeable(s: int, concat: int) -> bool:
+            w = producer.get(s)
+            if w is None or s in excluded or s in slices or len(self.steps[w].out_slots) != 1:
+                return False
+            if w not in assembled and not (modes[w] == "into" and self.steps[w].kernel.writes_channel_slices):
+                return False
+            return all(j == concat or position in self.steps[j].kernel.pitched_inputs() for j, position in readers[s])
+
         for i, step in enumerate(self.steps):
             node, out = step.node, step.out_slots[0]
             if node.op != "Concat" or node.domain or modes[i] != "into" or out in excluded or types[out] is None:
                 continue
             rank = len(types[out].shape)
             ins = step.in_slots
-            if int(node.attrs.get("axis", 0)) % rank != rank - 1 or len(set(ins)) != len(ins):
-                continue
-            writers = [producer.get(s) for s in ins]
-            if any(w is None or modes[w] != "into" or len(self.steps[w].out_slots) != 1 or reads[s] != 1
-                   or s in excluded or not self.steps[w].kernel.writes_channel_slices for s, w in zip(ins, writers)):
+            if int(node.attrs.get("axis", 0)) % rank != rank - 1 or len(set(ins)) != len(ins) \
+                    or not all(placeable(s, i) for s in ins):
                 continue
             start = 0
             for s in ins:
@@ -248,6 +260,7 @@ class Program:
                 slices[s] = (out, start, start + width)
                 start += width
             modes[i] = "skip"
+            assembled.add(i)
         return slices
 
     def _inplace(self, modes: list[str], types: list, root, excluded: set[int]) -> dict[int, int]:

@@ -30,6 +30,7 @@ class LinearIR:
         self.vector_lanes = vector_lanes
         self.loop_manager = LoopManager()
         self.parallel_rank = max(0, len(self.master_shape) - 1)  # dims the kernel's outer domain covers
+        self.pitched: tuple[int, ...] = ()   # inputs with a row pitch: the kernel's dims after the master's
 
     # ---- construction --------------------------------------------------------------------------------
     @staticmethod
@@ -37,13 +38,16 @@ class LinearIR:
         own = own_dims(body)
         master = broadcast_shapes(*(domain_shape(v.type.shape, own.get(id(v), ())) for v in body.values()))
         lir = LinearIR(master, vector_lanes)   # reduced dims included; a Brgemm's own dims not
+        lir.pitched = tuple(body.meta.get("pitched", ()))
         uses = body.consumers()
         for v in list(body.inputs) + list(body.outputs):
             _check_own_dims(v, own.get(id(v), ()), {n.op for n, _ in uses.get(v, ())})
         made: dict[int, ExpressionPort] = {}  # id(Value) -> output port producing it
         layouts: dict[int, tuple] = {}        # id(Value) -> the layout Canonicalization recorded for it
         for i, v in enumerate(body.inputs):
-            e = lir._append(Expression("Parameter", {"index": i, "name": v.name, **_own(v, own)},
+            pitch = {"pitch": len(master) + lir.pitched.index(i)} \
+                if i in lir.pitched and v.type.shape and v.type.shape[-1] != 1 else {}   # (see `row_pitch`)
+            e = lir._append(Expression("Parameter", {"index": i, "name": v.name, **_own(v, own), **pitch},
                                        dtype=v.type.dtype.name))
             lir._add_output(e, v.type.shape)
             made[id(v)] = e.output_port(0)

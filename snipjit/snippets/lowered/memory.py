@@ -34,17 +34,28 @@ def memory_shape(port: ExpressionPort) -> tuple:
     return mem.out_descs[0].shape if mem.op != "Result" else mem.in_descs[0].shape
 
 
-def stride(lir: LinearIR, shape: tuple, layout: tuple[int, ...], dim: int) -> Sym:
+def stride(lir: LinearIR, shape: tuple, layout: tuple[int, ...], dim: int, pitch: Sym | None = None) -> Sym:
     """Elements between neighbours along `dim` of a buffer with `shape` stored in `layout` order;
     size-1 dims are broadcast (they take no space). A static dim counts as its size (a Brgemm's own dims
-    differ from the master's), a dynamic one as the master's."""
+    differ from the master's), a dynamic one as the master's. `pitch`: the buffer's rows (its innermost
+    dim) lie that many elements apart, not their length (`row_pitch`)."""
     s = Sym.const(1)
     for k in reversed(layout):
         if k == dim:
             return s
         if shape[k] != 1:
-            s = s * (Sym.const(shape[k]) if isinstance(shape[k], int) else lir.dim(k))
+            s = s * (pitch if pitch is not None and k == layout[-1] else
+                     Sym.const(shape[k]) if isinstance(shape[k], int) else lir.dim(k))
     raise ValueError(f"dim {dim} is not in layout {layout}")
+
+
+def row_pitch(mem: Expression | None) -> Sym | None:
+    """The runtime row pitch of a Parameter whose rows may lie apart (a body input `body.meta["pitched"]`
+    names: a slice of a wider tensor's channels, as a Concat assembled in place leaves it): the kernel
+    argument `dims[rank + j]` for the j-th such input, after the master shape's dims."""
+    if mem is None or mem.op != "Parameter" or "pitch" not in mem.attrs:
+        return None
+    return Sym.dim(mem.attrs["pitch"])
 
 
 def loop_exprs(lir: LinearIR, loop_id: int) -> list[Expression]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...snippets.lowered.linear_ir import LinearIR
-from ...snippets.lowered.memory import kernel_buffers, stride
+from ...snippets.lowered.memory import kernel_buffers, row_pitch, stride
 from ...snippets.lowered.expression import Reg
 from ...snippets.symbolic import Sym
 from .vmath_render import function_name, render_function
@@ -188,11 +188,11 @@ class CKernelEmitter:
             ctx.line("int64_t rest = it;")
         for d in reversed(range(lir.parallel_rank)):
             ctx.line(f"const int64_t i{d} = rest % D{d};" + (f" rest /= D{d};" if d else ""))
-        buffers = [(p.out_descs[0], ("param", i)) for i, p in enumerate(params)] + \
-                  [(r.in_descs[0], ("result", i)) for i, r in enumerate(results)]
-        for k, (desc, key) in enumerate(buffers):
+        buffers = [(p.out_descs[0], ("param", i), p) for i, p in enumerate(params)] + \
+                  [(r.in_descs[0], ("result", i), r) for i, r in enumerate(results)]
+        for k, (desc, key, e) in enumerate(buffers):
             size = 1 if ctx.buffer_dtypes[key] == "bool" else 4
-            terms = [ctx.times(f"i{d}", stride(lir, desc.shape, desc.layout, d) * size)
+            terms = [ctx.times(f"i{d}", stride(lir, desc.shape, desc.layout, d, row_pitch(e)) * size)
                      for d in range(lir.parallel_rank) if desc.shape[d] != 1]
             ctx.line(f"{ctx.buffer_ptr(key)} = " + " + ".join([f"(char *)ptrs[{k}]", *terms]) + ";")
 
@@ -201,7 +201,7 @@ class CKernelEmitter:
         by_type: dict[str, list[str]] = {}
         for name in sorted(ctx.variables, key=_natural):
             by_type.setdefault(ctx.variables[name], []).append(name)
-        decls = [f"const int64_t D{d} = dims[{d}];" for d in range(rank)]
+        decls = [f"const int64_t D{d} = dims[{d}];" for d in range(rank + len(self.lir.pitched))]   # (pitches last)
         decls += [_declaration(ctype, names) for ctype, names in by_type.items()]
         header = [
             f"/* snipjit kernel {self.name}: {len(self.lir.expressions)} Linear IR expressions, "

@@ -2,7 +2,8 @@
 
     void kernel(ptr ptrs, ptr dims, i64 begin, i64 end, ptr scratch)
 
-`ptrs` holds the data pointers of the body inputs then outputs, `dims` the master shape, `scratch` the
+`ptrs` holds the data pointers of the body inputs then outputs, `dims` the master shape (then the row
+pitches of inputs whose rows lie apart, `row_pitch`), `scratch` the
 calling thread's scratchpad for Buffers. Checked kernels take two more arguments: the size in bytes of
 each buffer (inputs, outputs, then the scratchpad) and a 3 x i64 error record (see BoundsChecks). The kernel walks iterations [begin, end) of its parallel domain
 (the master dims in front of the loop dims): for each it computes every input's and output's data
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from ...snippets.lowered.linear_ir import LinearIR
-from ...snippets.lowered.memory import kernel_buffers, stride
+from ...snippets.lowered.memory import kernel_buffers, row_pitch, stride
 from ...snippets.lowered.expression import Reg
 from ...snippets.symbolic import Sym
 
@@ -44,7 +45,8 @@ class KernelContext:
     module: ir.Module
     builder: ir.IRBuilder
     lanes: int
-    dims: list[ir.Value] = field(default_factory=list)
+    dims: list[ir.Value] = field(default_factory=list)      # the master shape's
+    pitches: list[ir.Value] = field(default_factory=list)   # the pitched inputs' row pitches (dims after those)
     slots: dict[tuple, ir.Value] = field(default_factory=dict)
     buffer_regs: dict[tuple, Reg] = field(default_factory=dict)
     buffer_dtypes: dict[tuple, str] = field(default_factory=dict)
@@ -82,7 +84,7 @@ class KernelContext:
             for mono, coef in s.terms:
                 term = ir.Constant(I64, coef)
                 for d in mono:
-                    term = b.mul(term, self.dims[d])
+                    term = b.mul(term, self.dims[d] if d < len(self.dims) else self.pitches[d - len(self.dims)])
                 total = term if total is None else b.add(total, term)
             self._sym_cache[s] = total if total is not None else ir.Constant(I64, 0)
         return self._sym_cache[s]
@@ -197,6 +199,8 @@ class LLVMKernelEmitter:
         rank = len(lir.master_shape)
         ctx.dims = [builder.load(builder.gep(dims_arg, [ir.Constant(I64, d)], source_etype=I64), name=f"D{d}", typ=I64)
                     for d in range(rank)]
+        ctx.pitches = [builder.load(builder.gep(dims_arg, [ir.Constant(I64, rank + j)], source_etype=I64),
+                                    name=f"P{j}", typ=I64) for j in range(len(lir.pitched))]
         params, results = lir.parameters(), lir.results()
         for key, (reg, dtype) in kernel_buffers(lir).items():
             ctx.buffer_regs[key] = reg
@@ -268,6 +272,6 @@ class LLVMKernelEmitter:
             for d in range(lir.parallel_rank):
                 if desc.shape[d] == 1 or d in e.attrs.get("own_dims", ()):   # (a Brgemm walks its own dims)
                     continue
-                offset = b.add(offset, b.mul(idx[d], ctx.sym(stride(lir, desc.shape, desc.layout, d))))
+                offset = b.add(offset, b.mul(idx[d], ctx.sym(stride(lir, desc.shape, desc.layout, d, row_pitch(e)))))
             size = 1 if ctx.buffer_dtypes[key] == "bool" else 4
             ctx.point(key, base, b.mul(offset, ir.Constant(I64, size)))

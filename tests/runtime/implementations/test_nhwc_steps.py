@@ -186,6 +186,59 @@ def test_pools_and_depthwise_convs_write_straight_into_their_concat():
     assert plan.modes[concat] == "skip" and len(plan.channel_slices) == 4
 
 
+def dense_block(layers: int, growth: int = 5):
+    """DenseNet's block: each layer's BatchNorm-ReLU (a Subgraph) and convolutions read the block's feature
+    map so far, which the layer's Concat then extends by the layer's output; a MaxPool makes the first."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 6, 11, 11])
+    features = b.MaxPool(b.Conv(x, b.const(randn(12, 6, 3, 3, scale=0.4)), pads=[1, 1, 1, 1]),
+                         kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    channels = 12
+    for _ in range(layers):
+        normed = b.Relu(b.Add(b.Mul(features, b.const(randn(channels, 1, 1, scale=0.5))),
+                              b.const(randn(channels, 1, 1, scale=0.1))))
+        bottleneck = b.Relu(b.Conv(normed, b.const(randn(8, channels, 1, 1, scale=0.4)), b.const(randn(8))))
+        grown = b.Conv(bottleneck, b.const(randn(growth, 8, 3, 3, scale=0.4)), pads=[1, 1, 1, 1])
+        features = b.Concat(features, grown, axis=1)
+        channels += growth
+    b.output(b.Relu(b.Mul(features, b.const(randn(channels, 1, 1, scale=0.5)))), "y")
+    return b.build()
+
+
+def test_a_dense_block_assembles_its_concats_in_one_buffer():
+    """Every Concat of the block is assembled in place: the pool and each layer's last convolution write into
+    the final Concat's output, and the BatchNorm-ReLU Subgraphs read the feature map so far from it (rows of
+    channels farther apart than their length) — no step copies a feature map."""
+    graph = dense_block(3)
+    for n in (1, 2):
+        cm = check(graph, {"x": randn(n, 6, 11, 11)})
+    plan = next(iter(cm.program.plans().values()))
+    concats = [i for i, s in enumerate(cm.plan) if s.ops == ["Concat"]]
+    assert [plan.modes[i] for i in concats] == ["skip"] * 3
+    assert len(plan.channel_slices) == 6   # (the pool's output, three layers' outputs, two inner Concats')
+    assert [plan.channel_slices[s][1:] for s in cm.plan[concats[0]].in_slots] == [(0, 12), (12, 17)]
+    inner = [cm.plan[i].out_slots[0] for i in concats]
+    assert [plan.channel_slices[s] for s in inner[:-1]] == [(inner[1], 0, 17), (inner[2], 0, 22)]
+    assert inner[-1] in plan.arena_slots   # the one buffer
+    pitched = [s for s in cm.plan if s.kind == "snippet" and s.kernel.pitched_inputs()]
+    assert len(pitched) == 3   # the layers' BatchNorm-ReLU (the last Mul-Relu reads the whole buffer)
+
+
+def test_a_concat_input_read_by_a_convolution_too_is_copied():
+    """A Concat's input that a convolution also reads (it takes only contiguous inputs) is copied, and the
+    Concats around it copy too: results stay right whichever way a block is planned."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 6, 9, 9])
+    first = b.Conv(x, b.const(randn(10, 6, 3, 3, scale=0.4)), pads=[1, 1, 1, 1])
+    side = b.Conv(first, b.const(randn(4, 10, 1, 1, scale=0.4)))
+    joined = b.Concat(first, side, axis=1)
+    normed = b.Relu(b.Mul(joined, b.const(randn(14, 1, 1))))
+    b.output(b.Concat(joined, b.Conv(normed, b.const(randn(3, 14, 1, 1, scale=0.4))), axis=1), "y")
+    cm = check(b.build(), {"x": randn(2, 6, 9, 9)})
+    plan = next(iter(cm.program.plans().values()))
+    assert [plan.modes[i] for i, s in enumerate(cm.plan) if s.ops == ["Concat"]] == ["into", "into"]
+
+
 @pytest.mark.parametrize("size", [5, 4])
 def test_lrn_between_convolutions_is_one_step_on_the_layout(size):
     """Inception's LRN after a convolution: its own generated kernel on the channels-last tensor."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...pass_manager import LinearIRPass
 from ...symbolic import Sym
 from ..linear_ir import LinearIR
-from ..memory import memory_of, memory_shape, stride
+from ..memory import memory_of, memory_shape, row_pitch, stride
 
 _ITEMSIZE = {"f32": 4, "bool": 1, "f16": 2, "i32": 4, "i64": 8}
 
@@ -27,7 +27,7 @@ class InitLoops(LinearIRPass):
                 lp.data_size = 4 if mem.op == "Buffer" else _ITEMSIZE.get(mem.dtype, 4)
                 lp.is_incremented = shape[info.dim] != 1 and info.work_amount.value != 1
                 if lp.is_incremented:
-                    lp.ptr_increment = stride(lir, shape, layout, info.dim)
+                    lp.ptr_increment = stride(lir, shape, layout, info.dim, row_pitch(mem))
                     lp.finalization_offset = -(info.work_amount * lp.ptr_increment)
                 else:
                     lp.ptr_increment = lp.finalization_offset = Sym()
