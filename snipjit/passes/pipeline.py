@@ -19,6 +19,7 @@ from ..ops.infer_shapes import infer_shapes
 from .mark_quantized_convolutions import mark_quantized_convolutions
 from .mark_pitched_inputs import mark_pitched_inputs
 from .mark_skipped import mark_skipped_by_plugin
+from .pool_before_pointwise_conv import pool_before_pointwise_conv
 from .postpone_broadcast import postpone_broadcast
 from .quantized_products import quantized_products
 from .simplify_shapes import simplify_shapes
@@ -56,7 +57,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
         passes += [GraphPass("FuseGelu", fuse_gelu),
                    GraphPass("DecomposeFakeQuantize", decompose_fake_quantize),
                    GraphPass("FloatIntegerProducts", float_integer_products)]
-    passes.append(GraphPass("FusePadIntoConv", fuse_pad_into_conv))
+    passes += [GraphPass("FusePadIntoConv", fuse_pad_into_conv),
+               GraphPass("PoolBeforePointwiseConv", pool_before_pointwise_conv)]
     if options.get("channels_last", True):
         passes.append(GraphPass("ChannelsLast", channels_last))
     if options.get("fuse", True):
