@@ -15,15 +15,19 @@ from ..ir.graph import Graph, Node, Value
 
 
 def _read_by_channel_concat(v: Value, readers: list[tuple[Node, int]]) -> bool:
+    """A value of rows of a static length above 1 (a pitch between length-1 rows would be no stride at all)
+    that a Concat along its last axis reads."""
     rank = len(v.shape) if v.type is not None and v.shape is not None else 0
-    return rank >= 2 and any(n.op == "Concat" and not n.domain and int(n.attrs.get("axis", 0)) % rank == rank - 1
-                             for n, _ in readers)
+    return rank >= 2 and isinstance(v.shape[-1], int) and v.shape[-1] > 1 and any(
+        n.op == "Concat" and not n.domain and int(n.attrs.get("axis", 0)) % rank == rank - 1 for n, _ in readers)
 
 
 def mark_pitched_inputs(graph: Graph, options: dict | None = None) -> Graph:
     uses = graph.consumers()
     for node in graph.nodes:
-        if node.op != "Subgraph" or node.domain or node.attrs.get("pattern") == "mha":
+        # (a Brgemm walks its operands with strides of its own: bodies with products keep contiguous inputs)
+        if node.op != "Subgraph" or node.domain or node.attrs.get("pattern") == "mha" \
+                or any(n.op == "MatMul" for n in node.attrs["body"].nodes):
             continue
         pitched = tuple(i for i, v in enumerate(node.inputs)
                         if v is not None and not v.is_constant and _read_by_channel_concat(v, uses.get(v, [])))

@@ -1,7 +1,8 @@
 """MarkPitchedInputs: a Subgraph input that a Concat along the last axis also reads takes a row pitch."""
 from snipjit import parse_graph
 from snipjit.passes.mark_pitched_inputs import mark_pitched_inputs
-from snipjit.passes.tokenize import tokenize_snippets
+from snipjit.ir.graph import Node
+from snipjit.passes.tokenize import make_body, tokenize_snippets
 
 
 def pitched(text: str) -> dict[str, tuple]:
@@ -34,3 +35,20 @@ def test_only_the_inputs_a_concat_reads():
       [j: f32[2,4,8]] = Concat(y, w) {axis=2}
     }"""
     assert pitched(text) == {"z": (1,)}
+
+
+def test_rows_of_one_element_and_products_are_not_pitched():
+    """A Concat of single-channel values (a pitch would be no stride) and a Subgraph holding a product (its
+    Brgemm walks its operands itself) keep contiguous inputs."""
+    assert pitched(DENSE_LAYER.format(c=1, joined="1,5,5,4", axis=3)) == {"z": ()}
+    g = parse_graph("""graph(x: f32[2,4,6], y: f32[2,4,6]) -> [z: f32[2,4,4], j: f32[2,4,12]] {
+      [t: f32[2,6,4]] = Transpose(y) {perm=[0, 2, 1]}
+      [m: f32[2,4,4]] = MatMul(x, t)
+      [z: f32[2,4,4]] = Relu(m)
+      [j: f32[2,4,12]] = Concat(x, y) {axis=2}
+    }""")
+    product, relu = g.nodes[1:3]   # (as a tokenizer fusing products would make it)
+    body = make_body(list(product.inputs), list(relu.outputs), [product, relu], "subgraph0")
+    g.nodes[1:3] = [Node("Subgraph", list(product.inputs), list(relu.outputs), {"body": body}, "subgraph0")]
+    mark_pitched_inputs(g)
+    assert "pitched" not in body.meta

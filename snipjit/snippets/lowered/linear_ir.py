@@ -45,8 +45,12 @@ class LinearIR:
         made: dict[int, ExpressionPort] = {}  # id(Value) -> output port producing it
         layouts: dict[int, tuple] = {}        # id(Value) -> the layout Canonicalization recorded for it
         for i, v in enumerate(body.inputs):
-            pitch = {"pitch": len(master) + lir.pitched.index(i)} \
-                if i in lir.pitched and v.type.shape and v.type.shape[-1] != 1 else {}   # (see `row_pitch`)
+            pitch = {}
+            if i in lir.pitched:   # (see `row_pitch`)
+                if not v.type.shape or v.type.shape[-1] == 1 or own.get(id(v)):
+                    raise LinearIRError(f"input '{v.name}' of {list(v.type.shape or ())} cannot take a row pitch "
+                                        "(rows of one element, or a Brgemm operand)")
+                pitch = {"pitch": len(master) + lir.pitched.index(i)}
             e = lir._append(Expression("Parameter", {"index": i, "name": v.name, **_own(v, own), **pitch},
                                        dtype=v.type.dtype.name))
             lir._add_output(e, v.type.shape)
