@@ -23,7 +23,6 @@ from ..parallel.workers import Workers, running_on
 from ..errors import ExecutionError
 from .feeds import FeedChecker, FeedError
 from ...memory.solver import aligned_array, aligned_empty
-from ..implementations.base import pitched_rows
 from .native_segments import join_native_steps
 from .profile import Profile, StepCounters
 from ..planning.program import Program, ResolvedPlan
@@ -203,10 +202,8 @@ class Request:
         if mode != "into" or not step.kernel.binds or any(s < 0 or types[s] is None for s in args):
             return None
         changing = set(self.program.input_slots) | set(plan.escaping)
-        pitched = step.kernel.pitched_inputs()   # (slices of a Concat's output it reads where they are)
-        fixed = {i: slots[s] for i, s in enumerate(args)
-                 if s not in changing and isinstance(slots[s], np.ndarray)
-                 and (slots[s].flags.c_contiguous or (i in pitched and pitched_rows(slots[s]) is not None))}
+        fixed = {i: slots[s] for i, s in enumerate(args)   # (a slice of a Concat's output read where it is too)
+                 if s not in changing and isinstance(slots[s], np.ndarray) and step.kernel.reads_in_place(i, slots[s])}
         return step.kernel.bind([types[s].shape for s in step.in_slots], fixed, len(step.out_slots))
 
     def _recycle(self, slot: int, t: TensorType | None) -> np.ndarray | None:

@@ -100,6 +100,11 @@ class Kernel:
         Concat assemble them in place, where this kernel reads them too."""
         return ()
 
+    def reads_in_place(self, index: int, a: np.ndarray) -> bool:
+        """Whether input `index` can be read where it is: contiguous, or pitched rows the kernel takes there
+        (else it needs a contiguous copy)."""
+        return a.flags.c_contiguous or (index in self.pitched_inputs() and pitched_rows(a) is not None)
+
     def inplace_inputs(self) -> tuple[int, ...]:
         """Indices of inputs whose memory the (single) output may be written over, when the plan finds
         the input dead after this step and of the output's size and dtype. A kernel claims an input only

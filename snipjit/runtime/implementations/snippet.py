@@ -105,10 +105,6 @@ class SnippetKernel(Kernel):
         (checked mode verifies accesses against contiguous buffers: it takes copies)."""
         return () if self.compiled.kernel.checked else self.pitched
 
-    def takes(self, index: int, a: np.ndarray) -> bool:
-        """Whether input `index` can be read where it is (else the kernel reads a contiguous copy)."""
-        return a.flags.c_contiguous or (index in self.pitched_inputs() and pitched_rows(a) is not None)
-
     def dims(self, master: Sequence[int], inputs: Sequence) -> ctypes.Array:
         """The kernel's `dims` argument: the master shape, then each pitched input's row pitch (an input given
         by its shape alone, not yet known: its rows' length)."""
@@ -116,7 +112,7 @@ class SnippetKernel(Kernel):
         return (ctypes.c_int64 * (self.rank + len(pitches)))(*master, *pitches)
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        arrays = [a if self.takes(i, a) else np.ascontiguousarray(a) for i, a in enumerate(inputs)]
+        arrays = [a if self.reads_in_place(i, a) else np.ascontiguousarray(a) for i, a in enumerate(inputs)]
         master = self.master_shape(arrays)
         if master is None:
             variant = self.specialised(arrays)
@@ -232,7 +228,7 @@ class BoundLaunch:
     def _point(self, args: list[np.ndarray]):
         """Point at the arguments themselves, unless an input is neither contiguous nor pitched rows the
         kernel takes."""
-        if any(i < self.n_inputs and not self.kernel.takes(i, args[i]) for i in self.dynamic):
+        if any(i < self.n_inputs and not self.kernel.reads_in_place(i, args[i]) for i in self.dynamic):
             return None
         for i in self.dynamic:
             self.ptrs[i] = args[i].ctypes.data

@@ -49,7 +49,7 @@ def test_a_snippet_reads_a_slice_of_channels_where_it_is(level, target, channels
     constants = [v.data for v in step.node.inputs[1:]]   # (the body's other inputs: scale and shift)
 
     out = np.full((2, 3, 5, channels), np.nan, np.float32)
-    assert kernel.takes(0, x)
+    assert kernel.reads_in_place(0, x)
     kernel.run_into([x, *constants], [out])
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
 
