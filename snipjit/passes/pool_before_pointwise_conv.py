@@ -44,6 +44,7 @@ def _exact_mean(pool: Node, spatial: tuple) -> bool:
 def pool_before_pointwise_conv(graph: Graph, options: dict | None = None) -> Graph:
     uses = graph.consumers()
     outputs = set(graph.outputs)
+    moved = False
     for pool in [n for n in graph.nodes if n.op in ("AveragePool", "GlobalAveragePool") and not n.domain]:
         y = pool.inputs[0]
         conv = y.producer
@@ -57,7 +58,9 @@ def pool_before_pointwise_conv(graph: Graph, options: dict | None = None) -> Gra
         conv.inputs, conv.outputs = [pooled, *conv.inputs[1:]], [out]
         pooled.producer, out.producer = pool, conv
         pooled.type = infer_node(pool)[0]
-        graph.toposort()   # (the pool now runs first)
+        moved = True
+    if moved:
+        graph.toposort()   # (each moved pool now runs before its convolution)
     return graph
 
 
