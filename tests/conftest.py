@@ -43,3 +43,9 @@ def level(request, monkeypatch) -> isa.IsaLevel:
     chosen = isa.current().level
     assert chosen.name == request.param
     return chosen
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, at most 8 (each compiles kernels and holds its own caches)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, 8)
