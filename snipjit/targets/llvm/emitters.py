@@ -15,6 +15,7 @@ from ...snippets.target_machine import Emitter
 from ..vmath import ELEMENTWISE, MathCall
 from . import vmath
 from .kernel_emitter import F32, I1, I8, I32, I64, PTR, KernelContext, splat
+from .tail_store import store_tail
 
 Values = list[ir.Value]
 
@@ -216,7 +217,7 @@ class StoreEmitter(Emitter):
         else:
             fn = ctx.intrinsic(f"llvm.masked.store.v{ctx.lanes}{'i8' if dtype == 'bool' else 'f32'}.p0",
                                ir.VoidType(), [value.type, PTR, I32, m.type])
-            b.call(fn, [value, ptr, ir.Constant(I32, 1 if dtype == "bool" else 4), m])
+            store_tail(b, [value], [ptr], m, fn, 1 if dtype == "bool" else 4)
 
 
 class BroadcastMoveEmitter(Emitter):

@@ -182,18 +182,18 @@ def _row_block(g: GemmBuilder, p: Panel, rows: list, consecutive: bool = False) 
     def write(masked: bool, values: list, clamped: bool = False):
         def emit():   # (the clamp's bounds are loaded here, in the branch where its pointer is not null)
             stored = clamp_to_bounds(g, values) if clamped else values
-            for j in range(mr):
-                for v in range(vectors):
-                    g.store(stored[j][v], g.at(c_rows[j], _c(v * lanes)), p.masks[v] if masked else None)
+            for v in range(vectors):
+                g.store_all([stored[j][v] for j in range(mr)], [g.at(c_rows[j], _c(v * lanes)) for j in range(mr)],
+                            p.masks[v] if masked else None)
             return []
         return emit
 
     if shape.conv or shape.epilogue:
         final = b.icmp_signed(">=", p.k1, d["K"])
         g.branches(p.full, lambda: g.branches(final, store(False, True), store(False)),
-                   lambda: g.branches(final, store(True, True), store(True)))
+                   lambda: g.branches(final, store(True, True), store(True)), likely=True)
     else:   # (the clamp's code after the K loop costs the 6x2 block on AVX2 a spilled loop bound)
-        g.branches(p.full, store(False), store(True))
+        g.branches(p.full, store(False), store(True), likely=True)   # (a partial panel is one of many, if any)
 
 
 def _with_residual(g: GemmBuilder, p: Panel, rows: list, values: list, masked: bool) -> list:

@@ -11,6 +11,7 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
+from .tail_store import store_tail
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -93,16 +94,25 @@ class GemmBuilder:
         return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, self.zero])
 
     def store(self, value, address, mask=None):
-        if mask is None:
-            self.b.store(value, address, align=4)
-        else:
-            self.b.call(self.masked_store, [value, address, ir.Constant(I32, 4), mask])
+        """Store `value`, or under `mask` the lanes below a count (`tail_store`)."""
+        self.store_all([value], [address], mask)
 
-    def branches(self, condition, then, otherwise) -> list:
-        """Emit `then()` if condition else `otherwise()`; each returns a list of values, merged by phis."""
+    def store_all(self, values: list, addresses: list, mask=None):
+        """Store each of `values` at its address, or under `mask` (one for all) the lanes below a count."""
+        if mask is None:
+            for value, address in zip(values, addresses):
+                self.b.store(value, address, align=4)
+        else:
+            store_tail(self.b, values, addresses, mask, self.masked_store)
+
+    def branches(self, condition, then, otherwise, likely: bool = False) -> list:
+        """Emit `then()` if condition else `otherwise()`; each returns a list of values, merged by phis.
+        `likely`: the condition nearly always holds (LLVM then places and allocates registers for `then` first)."""
         b, fn = self.b, self.b.function
         yes, no, done = (fn.append_basic_block(n) for n in ("then", "else", "merge"))
-        b.cbranch(condition, yes, no)
+        branch = b.cbranch(condition, yes, no)
+        if likely:
+            branch.set_weights([1000, 1])
         results = []
         for block, emit in ((yes, then), (no, otherwise)):
             b.position_at_end(block)

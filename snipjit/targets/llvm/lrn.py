@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c, when
+from .tail_store import store_tail
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -126,7 +127,7 @@ def lrn_module(shape: LrnShape) -> ir.Module:
         if m is None:
             b.store(result, at(out, c), align=4)
         else:
-            b.call(masked_store, [result, at(out, c), four, m])
+            store_tail(b, [result], [at(out, c)], m, masked_store)
 
     vectors(square)
     vectors(normalise)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from .counted_loop import I64, i64 as _c, when
+from .tail_store import store_tail
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -66,10 +67,11 @@ class WindowBuilder:
         return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, ir.Constant(self.vec, None)])
 
     def store(self, value, address, mask=None):
+        """Store `value`, or under `mask` the lanes below a count (`tail_store`)."""
         if mask is None:
             self.b.store(value, address, align=4)
         else:
-            self.b.call(self.masked_store, [value, address, ir.Constant(I32, 4), mask])
+            store_tail(self.b, [value], [address], mask, self.masked_store)
 
     def when(self, condition, emit) -> None:
         """Emit `emit()` under `condition`."""
