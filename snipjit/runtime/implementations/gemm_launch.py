@@ -130,9 +130,11 @@ def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     return kernel.job.kernel()
 
 
-# each register block's speed relative to the wide one's, all without padding (measured: the narrow
-# 0.97; the one-vector block, 1x1 convolutions of 16 output channels on AVX-512, ~0.9)
-BLOCK_SPEEDS = (1.0, 0.97, 0.9)
+# each register block's speed relative to the wide one's, all without padding, by the register file's size
+# (measured: the narrow 0.97; the one-vector block, 1x1 convolutions of 16 output channels on 32 zmm, ~0.9; on
+# 16 ymm (Zen 3), 1x1 convolutions of 28-40 output channels per group, 0.67-0.69: there it broadcasts a
+# row of A for each FMA)
+BLOCK_SPEEDS = {32: (1.0, 0.97, 0.9), 16: (1.0, 0.97, 0.7)}
 
 
 def choose_kernel(n: int, k: int) -> GemmKernel:
@@ -147,8 +149,8 @@ def choose_kernel(n: int, k: int) -> GemmKernel:
         nr = vectors * level.f32_lanes
         return n / (-(-n // nr) * nr)
 
-    blocks = register_blocks(level.vector_registers)
-    best = max(range(len(blocks)), key=lambda i: (useful(blocks[i][1]) * BLOCK_SPEEDS[i], -i))
+    blocks, speeds = register_blocks(level.vector_registers), BLOCK_SPEEDS[32 if level.vector_registers >= 32 else 16]
+    best = max(range(len(blocks)), key=lambda i: (useful(blocks[i][1]) * speeds[i], -i))
     return kernel_for(*blocks[best])
 
 
