@@ -12,6 +12,7 @@ from machine_code import CPUS
 from snipjit.targets import isa
 from snipjit.targets.llvm import jit
 from snipjit.targets.llvm.gemm import MicroKernel, gemm_module, register_blocks
+from snipjit.targets.llvm.kernel_emitter import splat
 from snipjit.targets.llvm.tail_store import cheap_masked_stores, store_tail
 
 I64 = ir.IntType(64)
@@ -31,10 +32,7 @@ def tail_module(lanes: int, element: ir.Type) -> ir.Module:
     src, dst, count = fn.args
     value = b.load(src, typ=vec, align=1)
     lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), count,
-                                              ir.Constant(I32, 0)), ir.Constant(ir.VectorType(I64, lanes), None),
-                             ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-    store_tail(b, [value], [dst], b.icmp_signed("<", lane_ids, splat), masked_store,
+    store_tail(b, [value], [dst], b.icmp_signed("<", lane_ids, splat(b, count, lanes)), masked_store,
                4 if isinstance(element, ir.FloatType) else 1)
     b.ret_void()
     return module
