@@ -54,7 +54,7 @@ from llvmlite import ir
 
 from .counted_loop import I64, CountedLoop, i64 as _c
 from .gemm_builder import I1, GemmBuilder, Panel, apply_activation, by_rows, clamp_to_bounds, flat, k_loop
-from .implicit_gemm import conv_taps, interior, one_row, output_pixels, window_rows
+from .implicit_gemm import conv_taps, first_pixel, interior, next_pixel, one_row, output_pixels, window_rows
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
@@ -127,14 +127,16 @@ def _copy_panel(g: GemmBuilder, panel, masks, copy) -> tuple:
     return tuple(g.branches(copy, copied, lambda: [panel, d["ldb"]]))
 
 
-def _row_block(g: GemmBuilder, p: Panel, rows: list, consecutive: bool = False) -> None:
+def _row_block(g: GemmBuilder, p: Panel, rows: list, consecutive: bool = False, first: tuple | None = None):
     """Accumulate the rows `rows` (row indices, mr or fewer) of the panel over the K block and store them.
     Whole blocks give rows r0 + j (`consecutive`), so the addresses of A's rows are one pointer plus
-    multiples of lda."""
+    multiples of lda; a convolution's start at output pixel `first`, if given. Returns a convolution's
+    output pixel after the block's last."""
     b, d, shape = g.b, g.d, g.shape
     mr, vectors, lanes = len(rows), shape.vectors, shape.lanes
+    pixels = None
     if shape.conv:   # an output pixel's row of C: image, row and column strides (C may be a strided view)
-        pixels = output_pixels(g, rows, consecutive)
+        pixels = output_pixels(g, rows, consecutive, first)
         c_rows = [g.at(p.c_base, b.add(b.add(b.mul(image, d["c_image"]), b.mul(y, d["c_row"])), b.mul(x, d["ldc"])))
                   for image, y, x in pixels]
     else:
@@ -194,6 +196,7 @@ def _row_block(g: GemmBuilder, p: Panel, rows: list, consecutive: bool = False) 
                    lambda: g.branches(final, store(True, True), store(True)), likely=True)
     else:   # (the clamp's code after the K loop costs the 6x2 block on AVX2 a spilled loop bound)
         g.branches(p.full, store(False), store(True), likely=True)   # (a partial panel is one of many, if any)
+    return pixels and next_pixel(g, pixels[-1])
 
 
 def _with_residual(g: GemmBuilder, p: Panel, rows: list, values: list, masked: bool) -> list:
@@ -255,10 +258,14 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     k1 = b.select(b.icmp_signed("<", k_end, d["K"]), k_end, d["K"])
 
     panel_state = Panel(k0, k1, a_base, b_base, ldb, c_base, c_offset, initial, masks, full)
+    # a convolution's blocks carry their first output pixel along (a division per block cost more than a first
+    # layer's FMAs)
+    start = first_pixel(g, first_row) if shape.conv else ()
     rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
+    first = [rows.phi(I64, value) for value in start] or None
     rows.enter()
-    _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)], consecutive=True)
-    rows.leave()
+    after = _row_block(g, panel_state, [b.add(rows.index, _c(j)) for j in range(mr)], consecutive=True, first=first)
+    rows.leave(list(zip(first, after)) if shape.conv else ())
     last_row = b.sub(d["M"], _c(1))
 
     def last_block(height: int):   # fewer than mr rows left: the rows past M repeat row M-1

@@ -10,10 +10,11 @@ from .counted_loop import I64, CountedLoop, i64 as _c, pin, stack_buffer
 from .gemm_builder import F32, GemmBuilder, Panel, flat, k_loop
 
 
-def output_pixels(g: GemmBuilder, rows: list, consecutive: bool) -> list:
-    """(image, output row, output column) of each row of A. Consecutive rows (whole blocks) divide
-    once and step along the columns, wrapping into the next row and image (divisions cost more than
-    a short K loop's FMAs)."""
+def output_pixels(g: GemmBuilder, rows: list, consecutive: bool, first: tuple | None = None) -> list:
+    """(image, output row, output column) of each row of A. Consecutive rows (whole blocks) start at `first`
+    (the pixel after the previous block's, carried along the loop over blocks: `next_pixel`) or divide once,
+    and step along the columns, wrapping into the next row and image (a division costs more than a short K
+    loop's FMAs: ResNet's 7×7 first layer 1.2× as fast without the two per block)."""
     b, d = g.b, g.d
 
     def divided(r):
@@ -22,16 +23,26 @@ def output_pixels(g: GemmBuilder, rows: list, consecutive: bool) -> list:
 
     if not consecutive:
         return [divided(r) for r in rows]
-    pixels = [divided(rows[0])]
-    for _ in rows[1:]:
-        image, y, x = pixels[-1]
-        x = b.add(x, _c(1))
-        next_row = b.icmp_signed("==", x, d["OW"])
-        x, y = b.select(next_row, _c(0), x), b.add(y, b.zext(next_row, I64))
-        next_image = b.icmp_signed("==", y, d["OH"])
-        y, image = b.select(next_image, _c(0), y), b.add(image, b.zext(next_image, I64))
-        pixels.append((image, y, x))
+    pixels = [first or divided(rows[0])]
+    while len(pixels) < len(rows):
+        pixels.append(next_pixel(g, pixels[-1]))
     return pixels
+
+
+def first_pixel(g: GemmBuilder, row) -> tuple:
+    """(image, output row, output column) of row `row` of A."""
+    return output_pixels(g, [row], False)[0]
+
+
+def next_pixel(g: GemmBuilder, pixel: tuple) -> tuple:
+    """The output pixel after `pixel` (image, output row, output column): the next column, row or image."""
+    b, d = g.b, g.d
+    image, y, x = pixel
+    x = b.add(x, _c(1))
+    next_row = b.icmp_signed("==", x, d["OW"])
+    x, y = b.select(next_row, _c(0), x), b.add(y, b.zext(next_row, I64))
+    next_image = b.icmp_signed("==", y, d["OH"])
+    return b.add(image, b.zext(next_image, I64)), b.select(next_image, _c(0), y), x
 
 
 def conv_taps(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, stepped: bool = False) -> list:
@@ -94,8 +105,9 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, clippe
     left = b.sub(b.mul(x, d["stride_w"]), d["pad_l"])
     first = b.add(b.mul(image, d["image_stride"]), b.mul(left, d["pixel_stride"]))
     width = _c(shape.kernel_width) if shape.kernel_width else d["KW"]
-    run = b.mul(width, d["cg"])                        # K per kernel row
-    per_row = d["cg"] if shape.planar else _c(1)      # lines per kernel row
+    cg = _c(shape.channels) if shape.channels else d["cg"]   # (known when generating: no division by it)
+    run = b.mul(width, cg)                             # K per kernel row
+    per_row = cg if shape.planar else _c(1)           # lines per kernel row
     first_kh = b.sdiv(p.k0, run)
     start, stop = b.mul(first_kh, per_row), b.mul(b.sdiv(p.k1, run), per_row)
     zeros = g.pointer("zeros")
@@ -158,17 +170,18 @@ def _clipped_line(g: GemmBuilder, start, plane, left, pixels: int) -> tuple:
 
 
 def _fixed_stride_line(g: GemmBuilder, acc: list, first, b_line, b_stride) -> list:
-    """One channel's taps of a planar line of fixed width and column stride: row j of tap t at `first` + t +
-    j·stride, offsets known when generating from each tap's first address, which passes `pin` (unpinned, LLVM
-    keeps row j's broadcast of tap t + stride for row j + 1's tap t, and spills them); each row's FMAs pass
-    `pin` before the next row's broadcast (else a tap's broadcasts are loaded up front, and spilled)."""
+    """One channel's taps of a planar line of fixed width and column stride: row j of tap t at `first` + j·stride
+    + t, from row j's first address, which passes `pin`, at an offset known when generating (unpinned, LLVM keeps
+    row j's broadcast of tap t + stride for row j + 1's tap t, and spills them; a pinned address per tap instead
+    cost three instructions per FMA and spilled general registers); each row's FMAs pass `pin` before the next
+    row's broadcast (else a tap's broadcasts are loaded up front, and spilled)."""
     b, shape, acc = g.b, g.shape, list(acc)
+    rows = pin(b, [g.at(first, _c(j * shape.column_stride)) for j in range(len(acc))], barrier=False)
     for t in range(shape.kernel_width):
-        base = pin(b, [g.at(first, _c(t))], barrier=False)[0]
         b_row = g.at(b_line, b.mul(_c(t), b_stride))
         bv = [g.load(g.at(b_row, _c(v * shape.lanes))) for v in range(len(acc[0]))]
         for j, row in enumerate(acc):
-            a = g.splat(b.load(g.at(base, _c(j * shape.column_stride)), typ=F32), F32)
+            a = g.splat(b.load(g.at(rows[j], _c(t)), typ=F32), F32)
             acc[j] = pin(b, [g.multiply_add(a, bv[v], value) for v, value in enumerate(row)])
     return acc
 

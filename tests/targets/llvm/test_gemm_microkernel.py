@@ -24,9 +24,12 @@ def test_the_hot_k_loop_has_no_masks_and_no_spills(cpu, level, block, kind):
     fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
     assert fmas >= mr * vectors * unroll and fmas % (mr * vectors) == 0
     assert not [line for line in loop if "maskmov" in line or "{%k" in line]
-    # (no stack access but, at most, the loop's bound compared in memory: one load per unrolled iteration of
-    # mr·vectors·unroll FMAs, where the tail panels' stores after the loop leave the 6x2 block one register short)
-    assert not [line for line in loop if "(%rsp)" in line and not re.match(r"\s*cmpq\s+-?\d+\(%rsp\), %r\w+$", line)]
+    # (no stack access but, at most, two general registers read from it: loop bounds and offsets, one load per
+    # mr·vectors·unroll FMAs each, where the tail panels' stores after the loop leave the 6x2 block one register
+    # short, and a convolution's output pixel carried from block to block the 4x3 block's K loop on Haswell)
+    stack = [line for line in loop if "(%rsp)" in line]
+    reloads = [line for line in stack if re.match(r"\s*(movq|cmpq|addq)\s+-?\d+\(%rsp\), %r\w+$", line)]
+    assert stack == reloads and len(reloads) <= 2
 
 
 def test_the_portable_level_multiplies_and_adds_without_library_calls():
