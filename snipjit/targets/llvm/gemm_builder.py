@@ -66,6 +66,7 @@ class GemmBuilder:
         self.masked_load = declare(f"llvm.masked.load.v{lanes}f32.p0", ir.FunctionType(vec, [ptr, I32, mask_t, vec]))
         self.masked_store = declare(f"llvm.masked.store.v{lanes}f32.p0",
                                     ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]))
+        self.prefetch = declare("llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [ptr, I32, I32, I32]))
         self.zero = ir.Constant(vec, None)
         self.null = ir.Constant(ptr, None)
 
@@ -104,6 +105,10 @@ class GemmBuilder:
                 self.b.store(value, address, align=4)
         else:
             store_tail(self.b, values, addresses, mask, self.masked_store)
+
+    def prefetch_for_write(self, address) -> None:
+        """Ask for the cache line at `address` in L1, owned for writing (never faults: any address will do)."""
+        self.b.call(self.prefetch, [address, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
     def branches(self, condition, then, otherwise, likely: bool = False) -> list:
         """Emit `then()` if condition else `otherwise()`; each returns a list of values, merged by phis.

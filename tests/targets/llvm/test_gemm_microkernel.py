@@ -55,3 +55,18 @@ def test_a_first_layers_kernel_rows_keep_their_vectors_in_registers(cpu, level, 
              if sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop) == fmas]
     assert len(lines) == 2   # the blocks inside the image's columns, and those reaching past them (from a buffer)
     assert not [line for loop in lines for line in loop if "(%rsp)" in line and f"%{register}" in line]
+
+
+@pytest.mark.parametrize("cpu, level", CPUS)
+def test_a_first_layers_kernel_prefetches_the_next_blocks_output_lines(cpu, level):
+    """Once per output line of the row block (outside the kernel-row loops); an NHWC convolution's kernel does not."""
+    mr, vectors, _ = register_blocks(level.vector_registers)[0]
+    planar = MicroKernel(mr, vectors, level.f32_lanes, 1, conv=True, planar=True, kernel_width=7, channels=3,
+                         column_stride=2)
+    asm = jit.assembly_for(gemm_module(planar), cpu)
+    prefetches = [line for line in asm.splitlines() if re.match(r"\s*prefetch(w|t0)\s", line)]
+    lines_per_row = -(-planar.nr // 16)
+    assert len(prefetches) >= mr * lines_per_row
+    assert not [line for loop in innermost_loops(asm) for line in loop if "prefetch" in line]
+    nhwc = MicroKernel(mr, vectors, level.f32_lanes, 1, conv=True)
+    assert "prefetch" not in jit.assembly_for(gemm_module(nhwc), cpu)
