@@ -75,9 +75,15 @@ class Measurement:
         return next((r for r in self.results if r.engine == engine), None)
 
     def ratio(self, result: EngineResult) -> float | None:
+        """`result`'s latency over the baseline's: the median over the rounds of the two engines' round medians'
+        ratio (engines alternate within a round, so a round's pair met the same machine: this machine moves
+        between phases where every engine is up to twice as slow, and a ratio of medians over all rounds mixes
+        them), or the ratio of the medians when the two did not time the same rounds."""
         base = self.result(self.baseline) if self.baseline else None
         if base is None or base.median_s is None or result.median_s is None:
             return None
+        if len(result.round_medians_s) == len(base.round_medians_s) and base.round_medians_s:
+            return statistics.median(r / b for r, b in zip(result.round_medians_s, base.round_medians_s))
         return result.median_s / base.median_s
 
     def gb_per_s(self, result: EngineResult) -> float | None:

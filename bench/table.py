@@ -34,4 +34,4 @@ def format_table(measurement: Measurement) -> str:
         ])
     title = f"{m.name}: {m.description}" if m.description else m.name
     reference = f"errors vs {m.reference}" if m.reference else "no reference outputs"
-    return "\n".join([title, f"({reference}; x {base} = latency / {base}'s latency)", *text_table(rows)])
+    return "\n".join([title, f"({reference}; x {base} = latency / {base}'s latency in the same round, median over the rounds)", *text_table(rows)])
