@@ -42,7 +42,8 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c, memory_barrier
-from .gemm_builder import F32, I32, GemmBuilder, k_loop
+from .gemm_builder import GemmBuilder, k_loop
+from .vector_builder import F32, I32
 
 DIMS = ("B", "H", "Sq", "Sk", "D", "Dv", "q_b", "q_h", "q_s", "k_b", "k_h", "k_s", "k_d", "v_b", "v_h", "v_s",
         "o_b", "o_h", "o_s", "m_b", "m_h", "m_s", "m2_b", "m2_h", "m2_s", "keep_b", "keep_h", "keep_s", "group",

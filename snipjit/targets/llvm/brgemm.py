@@ -23,7 +23,8 @@ from ...snippets.target_machine import Emitter
 from . import jit
 from .counted_loop import CountedLoop, i64 as _c
 from .gemm import MicroKernel
-from .gemm_builder import F32, GemmBuilder, k_loop
+from .gemm_builder import GemmBuilder, k_loop
+from .vector_builder import F32
 from .kernel_emitter import I64, KernelContext, splat
 
 UNROLL = 4

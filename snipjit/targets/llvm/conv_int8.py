@@ -22,9 +22,10 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
-from .gemm_builder import F32, I32, GemmBuilder, by_rows
+from .gemm_builder import GemmBuilder, by_rows
 from .gemm_int8 import I8, Int8Kernel, _dot, dot_steps
 from .implicit_gemm import output_pixels
+from .vector_builder import F32, I32
 
 DIMS = ("M", "Kp", "N", "panels", "chunks", "chunk_rows", "H", "W", "OH", "OW", "KW", "taps", "stride_h",
         "stride_w", "pad_t", "pad_l", "dil_h", "dil_w", "ldc", "c_image", "c_row", "ldr")

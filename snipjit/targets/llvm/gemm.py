@@ -59,8 +59,9 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from .counted_loop import I64, CountedLoop, i64 as _c
-from .gemm_builder import I1, GemmBuilder, Panel, apply_activation, by_rows, clamp_to_bounds, flat, k_loop
+from .gemm_builder import GemmBuilder, Panel, apply_activation, by_rows, clamp_to_bounds, flat, k_loop
 from .implicit_gemm import conv_taps, first_pixel, interior, next_pixel, one_row, output_pixels, window_rows
+from .vector_builder import I1
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)

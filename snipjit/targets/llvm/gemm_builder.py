@@ -5,29 +5,15 @@ row blocks of one K block share; the epilogue's activation and clamp; accumulato
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
-from .tail_store import store_tail
-
-F32 = ir.FloatType()
-I32 = ir.IntType(32)
-I1 = ir.IntType(1)
+from .vector_builder import F32, KernelShape, VectorBuilder
 
 
-class KernelShape(Protocol):
-    """What the builder reads of a kernel's shape (`gemm.MicroKernel`, the int8, attention, Winograd ones)."""
-    lanes: int     # f32 lanes per vector
-    fused: bool    # FMA instructions (else a multiply and an add)
-
-    @property
-    def name(self) -> str: ...
-
-
-class GemmBuilder:
+class GemmBuilder(VectorBuilder):
     """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
 
     def __init__(self, shape: KernelShape, dim_names: tuple[str, ...], ptr_names: tuple[str, ...],
@@ -35,13 +21,11 @@ class GemmBuilder:
         self.shape = shape
         name = name or shape.name
         self.ptr_names = ptr_names
-        lanes = shape.lanes
-        self.vec, self.mask_t = ir.VectorType(F32, lanes), ir.VectorType(I1, lanes)
         self.module = module = ir.Module(name)
         ptr = ir.PointerType()
         self.fn = fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), name)
         self.b = b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self._declare()
+        self.declare_vectors(module)
         ptrs, dims, self.begin, self.end, self.scratch = fn.args
         self.ptrs = ptrs
         self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(dim_names)}
@@ -50,65 +34,14 @@ class GemmBuilder:
     def inside(cls, builder: ir.IRBuilder, shape: KernelShape) -> "GemmBuilder":
         """The same helpers for code emitted into another kernel's function (the Snippets Brgemm)."""
         g = cls.__new__(cls)
-        g.shape, g.b, g.module = shape, builder, builder.module
-        g.vec, g.mask_t = ir.VectorType(F32, shape.lanes), ir.VectorType(I1, shape.lanes)
-        g._declare()
+        VectorBuilder.__init__(g, shape, builder)
         return g
-
-    def _declare(self) -> None:
-        """The intrinsics the kernel calls (declared once per module), and its constants."""
-        vec, mask_t, ptr, lanes = self.vec, self.mask_t, ir.PointerType(), self.shape.lanes
-
-        def declare(name: str, typ: ir.FunctionType) -> ir.Function:
-            return self.module.globals.get(name) or ir.Function(self.module, typ, name)
-
-        self.fma = declare(f"llvm.fma.v{lanes}f32", ir.FunctionType(vec, [vec, vec, vec]))
-        self.masked_load = declare(f"llvm.masked.load.v{lanes}f32.p0", ir.FunctionType(vec, [ptr, I32, mask_t, vec]))
-        self.masked_store = declare(f"llvm.masked.store.v{lanes}f32.p0",
-                                    ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]))
-        self.prefetch = declare("llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [ptr, I32, I32, I32]))
-        self.zero = ir.Constant(vec, None)
-        self.null = ir.Constant(ptr, None)
 
     def pointer(self, name: str):
         """Argument pointer `name`, loaded here (the rarely used ones where they are used: a pointer
         loaded at the entry would occupy a register through the K loop)."""
         return self.b.load(self.b.gep(self.ptrs, [_c(self.ptr_names.index(name))], source_etype=ir.PointerType()),
                            typ=ir.PointerType())
-
-    def at(self, base, index):
-        return self.b.gep(base, [index], source_etype=F32)
-
-    def multiply_add(self, a, b, c):
-        if self.shape.fused:
-            return self.b.call(self.fma, [a, b, c])
-        return self.b.fadd(self.b.fmul(a, b), c)
-
-    def splat(self, value, typ):
-        b, lanes = self.b, self.shape.lanes
-        v = b.insert_element(ir.Constant(ir.VectorType(typ, lanes), None), value, ir.Constant(I32, 0))
-        return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-
-    def load(self, address, mask=None):
-        if mask is None:
-            return self.b.load(address, typ=self.vec, align=4)
-        return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, self.zero])
-
-    def store(self, value, address, mask=None):
-        """Store `value`, or under `mask` the lanes below a count (`tail_store`)."""
-        self.store_all([value], [address], mask)
-
-    def store_all(self, values: list, addresses: list, mask=None):
-        """Store each of `values` at its address, or under `mask` (one for all) the lanes below a count."""
-        if mask is None:
-            for value, address in zip(values, addresses):
-                self.b.store(value, address, align=4)
-        else:
-            store_tail(self.b, values, addresses, mask, self.masked_store)
-
-    def prefetch_for_write(self, address) -> None:
-        """Ask for the cache line at `address` in L1, owned for writing (never faults: any address will do)."""
-        self.b.call(self.prefetch, [address, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
     def branches(self, condition, then, otherwise, likely: bool = False) -> list:
         """Emit `then()` if condition else `otherwise()`; each returns a list of values, merged by phis.

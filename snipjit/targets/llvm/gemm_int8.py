@@ -27,7 +27,8 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import CountedLoop, I64, i64 as _c
-from .gemm_builder import F32, I32, GemmBuilder
+from .gemm_builder import GemmBuilder
+from .vector_builder import F32, I32
 
 I8, I16 = ir.IntType(8), ir.IntType(16)
 DIMS = ("M", "K", "Kp", "N", "ldx", "ldc", "panels", "chunks", "chunk_rows")

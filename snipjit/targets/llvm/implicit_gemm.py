@@ -7,7 +7,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .counted_loop import I64, CountedLoop, i64 as _c, pin, stack_buffer
-from .gemm_builder import F32, GemmBuilder, Panel, flat, k_loop
+from .gemm_builder import GemmBuilder, Panel, flat, k_loop
+from .vector_builder import F32
 
 
 def output_pixels(g: GemmBuilder, rows: list, consecutive: bool, first: tuple | None = None) -> list:

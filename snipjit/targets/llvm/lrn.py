@@ -17,11 +17,8 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c, when
-from .tail_store import store_tail
+from .vector_builder import F32, I32, VectorBuilder
 
-F32 = ir.FloatType()
-I32 = ir.IntType(32)
-I1 = ir.IntType(1)
 PTRS = ("x", "y", "params")
 DIMS = ("C",)
 
@@ -61,32 +58,20 @@ class LrnShape:
 
 def lrn_module(shape: LrnShape) -> ir.Module:
     """The module defining kernel `shape.name`."""
-    lanes = shape.lanes
-    vec, mask_t, ptr = ir.VectorType(F32, lanes), ir.VectorType(I1, lanes), ir.PointerType()
+    lanes, ptr = shape.lanes, ir.PointerType()
     module = ir.Module(shape.name)
-    masked_load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]), f"llvm.masked.load.v{lanes}f32.p0")
-    masked_store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
-                               f"llvm.masked.store.v{lanes}f32.p0")
-    fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, ptr]), shape.name)
     ptrs, dims, begin, end, scratch = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    g = VectorBuilder(shape, ir.IRBuilder(fn.append_basic_block("entry")))
+    b, at, splat, zero = g.b, g.at, g.splat, g.zero
     x, y, params = (b.load(b.gep(ptrs, [_c(i)], source_etype=ptr), typ=ptr) for i in range(len(PTRS)))
     channels = b.load(dims, typ=I64)
-    zero, four = ir.Constant(vec, None), ir.Constant(I32, 4)
-
-    def at(base, index):
-        return b.gep(base, [index], source_etype=F32)
-
-    def splat(value):
-        v = b.insert_element(ir.Constant(ir.VectorType(value.type, lanes), None), value, ir.Constant(I32, 0))
-        return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
     scale, bias = (splat(b.load(at(params, _c(i)), typ=F32)) for i in range(2))
     whole = b.mul(b.sdiv(channels, _c(lanes)), _c(lanes))            # channels in whole vectors
     padded = b.mul(b.sdiv(b.add(channels, _c(lanes - 1)), _c(lanes)), _c(lanes))
     tail = b.icmp_signed("<", whole, channels)
-    left = splat(b.trunc(b.sub(channels, whole), I32))
+    left = splat(b.trunc(b.sub(channels, whole), I32), I32)
     mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I32, lanes), list(range(lanes))), left)
     squares = at(scratch, _c(shape.lead))
 
@@ -103,31 +88,23 @@ def lrn_module(shape: LrnShape) -> ir.Module:
         loop.leave()
         when(b, tail, lambda: emit(whole, mask), "tail")
 
-    def load(address, m):
-        if m is None:
-            return b.load(address, typ=vec, align=4)
-        return b.call(masked_load, [address, four, m, zero])   # (zeros in the lanes past C)
-
     pixels = CountedLoop(b, "pixel", begin, end, 1)
     pixels.enter()
     row, out = at(x, b.mul(pixels.index, channels)), at(y, b.mul(pixels.index, channels))
 
     def square(c, m) -> None:
-        value = load(at(row, c), m)
+        value = g.load(at(row, c), m)   # (zeros in the lanes past C)
         b.store(b.fmul(value, value), at(squares, c), align=4)
 
     def normalise(c, m) -> None:
         window = at(squares, b.sub(c, _c(shape.before)))
-        total = b.load(window, typ=vec, align=4)
+        total = g.load(window)
         for k in range(1, shape.size):
-            total = b.fadd(total, b.load(at(window, _c(k)), typ=vec, align=4))
-        base = b.call(fma, [scale, total, bias]) if shape.fused else b.fadd(b.fmul(scale, total), bias)
-        result = b.fdiv(load(at(row, c), m), vmath.emit(b, "pow_static", base, exponent=shape.beta,
+            total = b.fadd(total, g.load(at(window, _c(k))))
+        base = g.multiply_add(scale, total, bias)
+        result = b.fdiv(g.load(at(row, c), m), vmath.emit(b, "pow_static", base, exponent=shape.beta,
                                                        fused_multiply_add=shape.fused))
-        if m is None:
-            b.store(result, at(out, c), align=4)
-        else:
-            store_tail(b, [result], [at(out, c)], m, masked_store)
+        g.store(result, at(out, c), m)
 
     vectors(square)
     vectors(normalise)

@@ -42,7 +42,8 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import CountedLoop, I64, i64 as _c
-from .gemm_builder import F32, GemmBuilder
+from .gemm_builder import GemmBuilder
+from .vector_builder import F32
 
 DIMS = ("steps", "hidden", "padded", "xw_t", "xw_b", "y_t", "y_b", "state_b", "reverse")
 PTRS = ("XW", "RT", "Y", "h0", "c0", "Yh", "Yc", "rb", "P", "lens")

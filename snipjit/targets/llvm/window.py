@@ -44,7 +44,8 @@ from llvmlite import ir
 
 from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
-from .window_builder import DIMS, F32, PTRS, BlockArgs, WindowBuilder  # noqa: F401 (DIMS, PTRS: the ABI)
+from .vector_builder import F32
+from .window_builder import DIMS, PTRS, BlockArgs, WindowBuilder  # noqa: F401 (DIMS, PTRS: the ABI)
 from .window_reuse import ZEROS, accumulate_rows
 
 COMBINES = ("madd", "max", "mean")

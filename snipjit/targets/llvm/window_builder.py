@@ -8,33 +8,22 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from .counted_loop import I64, i64 as _c, when
-from .tail_store import store_tail
-
-F32 = ir.FloatType()
-I32 = ir.IntType(32)
-I1 = ir.IntType(1)
+from .vector_builder import I32, VectorBuilder
 DIMS = ("H", "W", "C", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl", "ow_lo", "ow_hi",
         "chunks", "chunk_c", "include_pad", "OC")
 PTRS = ("x", "w", "bias", "out", "params", "taps")
 
 
-class WindowBuilder:
+class WindowBuilder(VectorBuilder):
     """The module of one kernel with its types and intrinsics, and the function being emitted (`b`, its
     builder; `p` and `d`, the kernel arguments loaded in it)."""
 
     def __init__(self, shape):
         self.shape = shape
-        lanes = shape.lanes
-        self.vec = vec = ir.VectorType(F32, lanes)
-        mask_t = ir.VectorType(I1, lanes)
         self.module = module = ir.Module(shape.name)
-        self.ptr = ptr = ir.PointerType()
-        self.fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
-        self.masked_load = ir.Function(module, ir.FunctionType(vec, [ptr, I32, mask_t, vec]),
-                                       f"llvm.masked.load.v{lanes}f32.p0")
-        self.masked_store = ir.Function(module, ir.FunctionType(ir.VoidType(), [vec, ptr, I32, mask_t]),
-                                        f"llvm.masked.store.v{lanes}f32.p0")
-        self.lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+        self.ptr = ir.PointerType()
+        self.declare_vectors(module)
+        self.lane_ids = ir.Constant(ir.VectorType(I64, shape.lanes), list(range(shape.lanes)))
 
     def function(self, name: str, args: list, internal: bool) -> ir.Function:
         """Start emitting function `name` (its first two arguments: the kernel's ptrs and dims). An
@@ -49,29 +38,6 @@ class WindowBuilder:
         self.p = {n: b.load(b.gep(ptrs, [_c(i)], source_etype=self.ptr), typ=self.ptr) for i, n in enumerate(PTRS)}
         self.d = {n: b.load(b.gep(dims, [_c(i)], source_etype=I64), typ=I64) for i, n in enumerate(DIMS)}
         return fn
-
-    def at(self, base, index):
-        return self.b.gep(base, [index], source_etype=F32)
-
-    def splat(self, value, typ=F32):
-        b, lanes = self.b, self.shape.lanes
-        v = b.insert_element(ir.Constant(ir.VectorType(typ, lanes), None), value, ir.Constant(I32, 0))
-        return b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-
-    def constant(self, value: float):
-        return ir.Constant(self.vec, [value] * self.shape.lanes)
-
-    def load(self, address, mask=None):
-        if mask is None:
-            return self.b.load(address, typ=self.vec, align=4)
-        return self.b.call(self.masked_load, [address, ir.Constant(I32, 4), mask, ir.Constant(self.vec, None)])
-
-    def store(self, value, address, mask=None):
-        """Store `value`, or under `mask` the lanes below a count (`tail_store`)."""
-        if mask is None:
-            self.b.store(value, address, align=4)
-        else:
-            store_tail(self.b, [value], [address], mask, self.masked_store)
 
     def when(self, condition, emit) -> None:
         """Emit `emit()` under `condition`."""
@@ -95,9 +61,7 @@ class WindowBuilder:
     def combine(self, acc, x, w):
         b, combine = self.b, self.shape.combine
         if combine == "madd":
-            if self.shape.fused:
-                return b.call(self.fma, [w, x, acc])
-            return b.fadd(b.fmul(w, x), acc)
+            return self.multiply_add(w, x, acc)
         if combine == "max":
             return self.max_with_nan(acc, x)
         return b.fadd(acc, x)

@@ -43,7 +43,8 @@ mean 0.90×, on RegNetY's grouped layers and four more; Zen 3, two threads).
 from __future__ import annotations
 
 from .counted_loop import I64, CountedLoop, i64 as _c, pin, stack_buffer, update_when
-from .window_builder import F32, BlockArgs, WindowBuilder
+from .vector_builder import F32
+from .window_builder import BlockArgs, WindowBuilder
 
 ZEROS = 16   # params [lo, hi, ...] holds the padding (madd: zeros; max: -inf) from this float on, as many as the
              # channels (at least a vector)
