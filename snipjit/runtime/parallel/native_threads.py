@@ -11,7 +11,9 @@ this pool runs them without Python in the loop. Its code is a small LLVM module 
 - `pool_run` publishes a job (function, arguments, domain size, grain, per-thread scratchpads), bumps
   the generation, wakes sleepers, works on the domain itself, and returns when every item is done —
   a worker still waking up is not waited for; chunks of `grain` iterations are claimed by
-  compare-and-swap on a ticket tagged with the job, so a slow core takes fewer and a late one none;
+  compare-and-swap on a ticket tagged with the job, each thread from its own contiguous shard of the
+  iterations first (the same items on the same core launch after launch), then from the others', so a slow
+  core takes fewer and a late one none;
 - one launch at a time: a launch finding the pool busy (another request's thread) runs inline;
 - while the Python pool works, idle workers are parked (sleep without spinning), not competing with it.
 
@@ -130,6 +132,7 @@ class NativePool:
         self._module = pool_code()
         self._closed = False
         self._state = (ctypes.c_int64 * thread_pool_ir.STATE_WORDS)()
+        self._state[thread_pool_ir.SHARDS] = min(threads, thread_pool_ir.MAX_SHARDS)
         libc = ctypes.CDLL(None)
         self._state[thread_pool_ir.SYSCALL] = ctypes.cast(libc.syscall, ctypes.c_void_p).value
         self._run = self._module.cfunc("pool_run", ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,

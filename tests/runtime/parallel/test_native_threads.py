@@ -116,3 +116,73 @@ def test_items_run_here_when_not_every_pool_thread_has_a_scratchpad(monkeypatch)
     assert Pool.launched == 1
     nt.run_items(0, lambda *args: here.append(args), ptrs, dims, 4, 2, nt.scratchpads(2, 0))   # (no scratch)
     assert Pool.launched == 2
+
+
+# fn(ptrs, dims, lo, hi, scratch): for i in [lo, hi): out[i] = scratch address, order[i] = the next number of
+# a shared counter, then a short wait; item 0 waits until another thread has begun an item too (so that every
+# launch has both threads take part, even on a busy machine)
+ORDERED = r"""
+define void @ordered(ptr %ptrs, ptr %dims, i64 %lo, i64 %hi, ptr %scratch) {
+entry:
+  %out = load ptr, ptr %ptrs
+  %orderp = getelementptr ptr, ptr %ptrs, i64 1
+  %order = load ptr, ptr %orderp
+  %counterp = getelementptr ptr, ptr %ptrs, i64 2
+  %counter = load ptr, ptr %counterp
+  %s = ptrtoint ptr %scratch to i64
+  br label %head
+head:
+  %i = phi i64 [ %lo, %entry ], [ %next, %waited ]
+  %more = icmp slt i64 %i, %hi
+  br i1 %more, label %body, label %done
+body:
+  %o = getelementptr i64, ptr %out, i64 %i
+  store i64 %s, ptr %o
+  %n = atomicrmw add ptr %counter, i64 1 seq_cst
+  %q = getelementptr i64, ptr %order, i64 %i
+  store i64 %n, ptr %q
+  br label %wait
+wait:
+  %w = phi i64 [ 0, %body ], [ %w1, %wait ]
+  %seen = load volatile i64, ptr %counter
+  %w1 = add i64 %w, 1
+  %short = icmp slt i64 %w1, 2000
+  %first = icmp eq i64 %i, 0
+  %alone = icmp slt i64 %seen, 2
+  %patient = icmp slt i64 %w1, 1000000000
+  %for_another = and i1 %first, %alone
+  %still = and i1 %for_another, %patient
+  %waiting = or i1 %short, %still
+  br i1 %waiting, label %wait, label %waited
+waited:
+  %next = add i64 %i, 1
+  br label %head
+done:
+  ret void
+}
+"""
+
+
+def test_each_thread_starts_on_its_own_shard_of_the_items():
+    """Items are split into one contiguous shard per thread; thread t claims its own shard's items before any
+    other's (so it runs the same items launch after launch), unless they were all taken before it started."""
+    from snipjit.targets.llvm import jit
+    module = jit.compile(ORDERED)
+    pool = NativePool(2)
+    total, stride, joined = 64, 256, 0
+    try:
+        for _ in range(30):
+            out, order, counter = np.zeros(total, np.int64), np.zeros(total, np.int64), np.zeros(1, np.int64)
+            ptrs = (ctypes.c_void_p * 3)(out.ctypes.data, order.ctypes.data, counter.ctypes.data)
+            scratch = np.empty(stride * pool.threads, np.uint8)
+            pool.run(module.address("ordered"), ctypes.addressof(ptrs), 0, total, 1, scratch.ctypes.data, stride)
+            threads = (out - scratch.ctypes.data) // stride
+            assert sorted(order) == list(range(total))
+            for t in np.unique(threads):
+                home = np.arange(t * total // pool.threads, (t + 1) * total // pool.threads)
+                first = np.flatnonzero(threads == t)[np.argmin(order[threads == t])]
+                assert first in home or (order[home] < order[first]).all(), (t, first, threads)
+            joined += len(np.unique(threads)) == pool.threads
+    finally:
+        pool.close()
+    assert joined > 20
