@@ -2,9 +2,12 @@
 
 The register block is `mr` rows × `vectors` vectors of `lanes` floats (NR = vectors · lanes columns);
 `register_blocks` derives it from the ISA description (`targets.isa`), `runtime.gemm` picks one per
-product. The output is cut into panels of NR columns and chunks of rows; a work item is one chunk of one
-panel of one batch entry (chunks fastest, so neighbouring items share B's panel), so the kernel follows
-the `KernelFunction` ABI and runs on the native pool like any snippet: `fn(ptrs, dims, begin, end,
+product. The output is cut into panels of NR columns and chunks of rows; a work item is one panel of one
+chunk of one batch entry, panels fastest: the native pool gives each thread a contiguous shard of the items,
+so a thread computes whole rows of the output, and the next layer's thread reads the rows its own core just
+wrote (chunks fastest had each thread compute some columns of every row: 2-core Xeon, AVX-512, DenseNet-121
+1.13×, ResNet-50 1.04-1.08×, RegNetY and MobileNet-V2 1.04× faster; BERT and GPT-2 unchanged). The kernel
+follows the `KernelFunction` ABI and runs on the native pool like any snippet: `fn(ptrs, dims, begin, end,
 scratch)` computes items [begin, end).
 
 - ptrs: see `PTRS`. bias: null, or one value per column added before the store. Convolutions only:
@@ -241,8 +244,8 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     work.enter()
     per_batch = b.mul(d["panels"], d["chunks"])
     batch = b.sdiv(work.index, per_batch)
-    panel = b.sdiv(b.srem(work.index, per_batch), d["chunks"])
-    first_row = b.mul(b.srem(work.index, d["chunks"]), d["chunk_rows"])
+    panel = b.srem(work.index, d["panels"])
+    first_row = b.mul(b.sdiv(b.srem(work.index, per_batch), d["panels"]), d["chunk_rows"])
     chunk_end = b.add(first_row, d["chunk_rows"])
     rows_end = b.select(b.icmp_signed("<", chunk_end, d["M"]), chunk_end, d["M"])
     n0 = b.mul(panel, _c(nr))

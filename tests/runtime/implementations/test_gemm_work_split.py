@@ -47,3 +47,25 @@ def test_a_large_product_gets_several_items_per_thread():
 def test_a_small_product_runs_as_one_item_on_the_calling_thread():
     result = launch(16, 64, one_panel())
     assert result.threads == 1 and result.items == 1
+
+
+def test_consecutive_items_cover_whole_rows_of_the_output():
+    """Panels are the fastest-varying part of an item's index, so a thread's contiguous share of the items
+    (the native pool's shard) writes whole rows, the rows the next layer's same thread reads."""
+    import ctypes
+    threads = get_native_pool().threads
+    n = 3 * one_panel()
+    m = 4 * threads * gemm_launch.ITEMS_PER_THREAD * gemm_launch.MIN_ITEM_MULTIPLY_ADDS // (256 * n)
+    rng = np.random.default_rng(1)
+    a, w = rng.standard_normal((m, 256), dtype=np.float32), rng.standard_normal((256, n), dtype=np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    result = gemm_launch.prepare(a, gemm_launch.pack(w), out)
+    split = gemm_launch.WorkSplit.of(result.kernel, 1, m, n, 256)
+    assert split.chunks >= 2 and split.panels >= 2 and result.items == split.items
+    call = result.native_call
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                          ctypes.c_void_p)(call.fn)
+    fn(call.ptrs, call.dims, 0, split.panels, call.scratch)   # the first chunk's items
+    rows = split.chunk_rows
+    np.testing.assert_allclose(out[:rows], a[:rows] @ w, rtol=1e-4, atol=1e-4)
+    assert np.isnan(out[rows:]).all()
