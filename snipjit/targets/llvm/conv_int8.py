@@ -10,8 +10,8 @@ K (per panel: taps · Kp/group steps of NR columns of `group` values). The image
 into offset[o] = bias[o] - z · Σ W[·, ·, o] · scale[o], so a tap in the padding reads the `zeros` row, a
 pixel of value z (the quantized 0.0), and adds nothing. As in the f32 convolution (`gemm`, `conv`), the
 rows of a register block are output pixels, consecutive ones stepping along the output row, and the
-K loop per tap reads the pixel's channels in place: no im2col. A work item is one chunk of rows of one
-panel (chunks fastest: neighbouring items share the panel's weights).
+K loop per tap reads the pixel's channels in place: no im2col. A work item is one panel of one chunk of
+rows, panels fastest, as in `gemm`: a thread's shard of the items is whole rows of the output.
 
 ptrs: see `PTRS` (scale, bias: one float per packed column, zero_sums one int32; residual, clamp: null or as in `gemm`).
 dims: see `DIMS` (strides in elements of C; ldr: the residual's pixel stride).
@@ -111,8 +111,8 @@ def conv_int8_module(shape: Int8Kernel, activation: str = "") -> ir.Module:
 
     work = CountedLoop(b, "work", g.begin, g.end, 1)
     work.enter()
-    panel_index = b.sdiv(work.index, d["chunks"])
-    first = b.mul(b.srem(work.index, d["chunks"]), d["chunk_rows"])
+    panel_index = b.srem(work.index, d["panels"])
+    first = b.mul(b.sdiv(work.index, d["panels"]), d["chunk_rows"])
     end = b.add(first, d["chunk_rows"])
     last = b.select(b.icmp_signed("<", end, d["M"]), end, d["M"])
     n0 = b.mul(panel_index, _c(nr))
