@@ -124,7 +124,7 @@ class CompiledModel:
         return req.run(feeds, outputs)
 
     def profile(self, feeds: Mapping[str, np.ndarray], runs: int = 10, warmup: int = 2) -> Profile:
-        """Run `runs` inferences with a timer around every step; see `snipjit.runtime.execution.profile`."""
+        """Run `runs` inferences, timing every step; see `snipjit.runtime.execution.profile`."""
         req = self.create_request()
         for _ in range(warmup):
             req.run(feeds)

@@ -10,6 +10,7 @@ whole run of steps. Steps are joined in plan order and run in it, so nothing abo
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from ..parallel.native_threads import JobSequence, get_native_pool, supported
@@ -20,12 +21,31 @@ MIN_STEPS = 2   # a single step gains nothing from going through the sequence
 
 @dataclass
 class NativeSegment:
-    """Steps run as one native call; `steps` keep their launches (the memory the calls point into) alive."""
+    """Steps run as one native call; `steps` keep their launches (the memory the calls point into) alive;
+    `calls` are the request's calls they stand for, one per step."""
     steps: list[NativeStep]
     jobs: JobSequence
+    calls: list[tuple]
 
     def __call__(self) -> None:
         self.jobs.run()
+        self._count()
+
+    def timed(self) -> list[float]:
+        """Run the steps as `__call__` does and return each one's seconds: the whole run's wall time, split
+        in proportion to the cycles the CPU counted between the steps."""
+        start = time.perf_counter()
+        shares = self.jobs.run_timed()
+        elapsed = time.perf_counter() - start
+        self._count()
+        per_step, job = [], 0
+        for step in self.steps:
+            launches = len(step.launches)
+            per_step.append(elapsed * sum(shares[job:job + launches]))
+            job += launches
+        return per_step
+
+    def _count(self) -> None:
         for step in self.steps:
             if step.counted is not None:
                 step.counted.calls += 1
@@ -47,7 +67,7 @@ def join_native_steps(calls: list[tuple], slots: list, changing: set[int]) -> li
             steps = [native for _, native in run]
             try:
                 calls = [call for step in steps for call in step.native_calls]
-                segment = NativeSegment(steps, JobSequence(calls, pool, steps))
+                segment = NativeSegment(steps, JobSequence(calls, pool, steps), [call for call, _ in run])
             except ValueError:   # (launches made for another pool)
                 joined.extend(call for call, _ in run)
             else:

@@ -1,7 +1,9 @@
 """Per-step performance counters: calls, time, bytes moved and achieved bandwidth.
 
-`CompiledModel.profile(feeds, runs=10)` runs the model with a timer around every step and returns a
-`Profile`, whose table lists each step's implementation, the ops it covers, its calls, total and mean
+`CompiledModel.profile(feeds, runs=10)` runs the model as a request does and times every step: a step of
+a native segment (kernel steps run as one native call) by the CPU's cycle counter read between the steps,
+so nothing runs between them that would not otherwise, the others with a timer around the call. It returns
+a `Profile`, whose table lists each step's implementation, the ops it covers, its calls, total and mean
 time, the bytes it reads and writes, and GB/s — next to the whole inference time measured the same
 runs, so the steps can be checked to account for it.
 """

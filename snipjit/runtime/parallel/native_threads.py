@@ -110,10 +110,20 @@ class JobSequence:
         self.words = (ctypes.c_int64 * (thread_pool_ir.JOB_WORDS * len(calls)))(*[w for c in calls for w in c.words()])
         self.state = None if pool is None else ctypes.addressof(pool._state)
         self.keep = (pool, keep)
-        self._run = pool_code().cfunc("jobs_run", None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+        self._run = pool_code().cfunc("jobs_run", None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                      ctypes.c_void_p)
 
     def run(self) -> None:
-        self._run(self.state, ctypes.addressof(self.words), self.count)
+        self._run(self.state, ctypes.addressof(self.words), self.count, None)
+
+    def run_timed(self) -> list[float]:
+        """Run the calls and return each one's share of the time they took together (from the CPU's cycle
+        counter read between them)."""
+        stamps = (ctypes.c_int64 * (self.count + 1))()
+        self._run(self.state, ctypes.addressof(self.words), self.count, ctypes.addressof(stamps))
+        cycles = [b - a for a, b in zip(stamps[:-1], stamps[1:])]
+        total = sum(cycles)
+        return [c / total if total > 0 else 1 / self.count for c in cycles]
 
 
 def scratchpads(threads: int, nbytes: int) -> Scratchpads:

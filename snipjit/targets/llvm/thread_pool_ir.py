@@ -43,6 +43,7 @@ def module_source() -> str:
 
     return f"""
 declare void @llvm.x86.sse2.pause()
+declare i64 @llvm.readcyclecounter()
 
 define private void @futex(ptr %s, i64 %op, i64 %val) {{
   %sysp = getelementptr i64, ptr %s, i64 {word('SYSCALL')}
@@ -237,12 +238,19 @@ define i64 @job_inline(ptr %s, ptr %job) {{
 }}
 
 ; `count` jobs one after another (a program's run of kernel steps), each JOB_WORDS words: 1 to run it on
-; the pool (then %s is the pool's state, else it may be null), 0 on this thread alone; then the job's words
-define void @jobs_run(ptr %s, ptr %jobs, i64 %count) {{
+; the pool (then %s is the pool's state, else it may be null), 0 on this thread alone; then the job's words.
+; %stamps: null, or count + 1 words: the cycle counter before the first job and after each (a profile's
+; step times, without anything between the steps)
+define void @jobs_run(ptr %s, ptr %jobs, i64 %count, ptr %stamps) {{
 entry:
+  %timed = icmp ne ptr %stamps, null
+  br i1 %timed, label %stamp0, label %next
+stamp0:
+  %c0 = call i64 @llvm.readcyclecounter()
+  store i64 %c0, ptr %stamps
   br label %next
 next:
-  %i = phi i64 [ 0, %entry ], [ %i1, %ran ]
+  %i = phi i64 [ 0, %entry ], [ 0, %stamp0 ], [ %i1, %ran ], [ %i1, %stamped ]
   %more = icmp slt i64 %i, %count
   br i1 %more, label %job, label %done
 job:
@@ -260,6 +268,13 @@ inline:
   br label %ran
 ran:
   %i1 = add i64 %i, 1
+  br i1 %timed, label %stamp, label %next
+stamp:
+  %c = call i64 @llvm.readcyclecounter()
+  %at = getelementptr i64, ptr %stamps, i64 %i1
+  store i64 %c, ptr %at
+  br label %stamped
+stamped:
   br label %next
 done:
   ret void

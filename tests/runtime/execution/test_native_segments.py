@@ -84,7 +84,13 @@ def test_a_step_with_python_work_after_its_kernel_ends_a_run():
 
 
 def test_profiles_still_time_every_step():
+    """A profile runs the steps joined, as a request does, and splits a segment's time among its steps."""
     cm = snipjit.compile(network())
-    profile = cm.profile({"x": randn(1, 6, 20, 20)}, runs=2, warmup=1)
+    profile = cm.profile({"x": randn(1, 6, 20, 20)}, runs=3, warmup=1)
     plan = next(iter(cm.program.plans().values()))
     assert len(profile.steps) == sum(mode not in ("skip", "view") for mode in plan.modes) >= 8
+    assert all(s.calls == 3 and s.seconds > 0 for s in profile.steps)
+    assert profile.step_seconds <= profile.total_seconds
+    request = cm.create_request()
+    request.run({"x": randn(1, 6, 20, 20)})
+    assert any(call[0] == "segment" for call in next(iter(request._bound.values())).joined)
