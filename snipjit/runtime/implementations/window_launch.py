@@ -85,7 +85,7 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, row
     kw, rows = (kw, rows) if kw else (0, 1)
     lanes = min(group, level.f32_lanes) if group else level.f32_lanes
     per_group = group // lanes
-    pixels, vectors = window_blocks(level.vector_registers, kw, rows, per_group, level.fused_multiply_add)
+    pixels, vectors = window_blocks(level.vector_registers, kw, rows, per_group, level.fused_multiply_add, sw)
     shape = WindowKernel(combine, pixels, vectors, lanes, level.fused_multiply_add, activation, kw, sw if kw else 1,
                          rows, level.vector_registers, per_group, kh if kw and not per_group else 0)
     return CompiledWindow(shape, host.cpu, host.features)

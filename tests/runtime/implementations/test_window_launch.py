@@ -113,6 +113,8 @@ REUSE_CASES = [
     ((1, 6, 3, 17), (5, 5), (2, 2, 2, 2)),      # narrower than half a block
     ((1, 5, 37, 9), (2, 2), (1, 0, 0, 1)),      # even width, one-sided pads
     ((1, 4, 67, 21), (3, 3), (0, 0, 0, 0)),     # no pads: the whole row one run of blocks, then the overlapping one
+    ((1, 9, 45, 24), (7, 7), (3, 3, 3, 3)),     # 7×7 on a wide map: runs of the widest blocks (16 on AVX-512)
+    ((1, 6, 70, 33), (5, 5), (0, 0, 0, 0)),     # 5×5, no pads: whole widest blocks, then the overlapping one
 ]
 STRIDED_REUSE_CASES = [   # column stride 2, or a row stride or dilation other than 1
     ((1, 11, 20, 24), (3, 3), (1, 1), (2, 1), (2, 1, 2, 1)),      # row dilation 2: one output row at a time
