@@ -41,6 +41,11 @@ def module_source() -> str:
     job_stores = "\n".join(f"  %{v}p = getelementptr i64, ptr %s, i64 {w[f]}\n  store {t} %{v}, ptr %{v}p"
                             for f, v, t in job)
 
+    def ticket_of(shard: str) -> str:
+        """%ticketp: the address of shard `shard`'s ticket (an IR value)."""
+        return (f"  %line = mul i64 {shard}, 8\n  %word = add i64 %line, {w['TICKETS']}\n"
+                f"  %ticketp = getelementptr i64, ptr %s, i64 %word")
+
     return f"""
 declare void @llvm.x86.sse2.pause()
 declare i64 @llvm.readcyclecounter()
@@ -80,9 +85,7 @@ bounds:
   %first = udiv i64 %below, %shards
   %upto = mul i64 %sid1, %total
   %last = udiv i64 %upto, %shards
-  %line = mul i64 %sid, 8
-  %word = add i64 %line, {word('TICKETS')}
-  %ticketp = getelementptr i64, ptr %s, i64 %word
+{ticket_of('%sid')}
   br label %claim
 claim:
   %t = load atomic i64, ptr %ticketp acquire, align 8
@@ -192,9 +195,7 @@ tag_shard:   ; every shard's ticket: the new job's tag, nothing taken
   %untagged = icmp slt i64 %j, %shards
   br i1 %untagged, label %tag_one, label %tagged
 tag_one:
-  %line = mul i64 %j, 8
-  %word = add i64 %line, {word('TICKETS')}
-  %ticketp = getelementptr i64, ptr %s, i64 %word
+{ticket_of('%j')}
   store atomic i64 %jobtag, ptr %ticketp release, align 8
   %j1 = add i64 %j, 1
   br label %tag_shard
@@ -250,7 +251,7 @@ stamp0:
   store i64 %c0, ptr %stamps
   br label %next
 next:
-  %i = phi i64 [ 0, %entry ], [ 0, %stamp0 ], [ %i1, %ran ], [ %i1, %stamped ]
+  %i = phi i64 [ 0, %entry ], [ 0, %stamp0 ], [ %i1, %ran ], [ %i1, %stamp ]
   %more = icmp slt i64 %i, %count
   br i1 %more, label %job, label %done
 job:
@@ -273,8 +274,6 @@ stamp:
   %c = call i64 @llvm.readcyclecounter()
   %at = getelementptr i64, ptr %stamps, i64 %i1
   store i64 %c, ptr %at
-  br label %stamped
-stamped:
   br label %next
 done:
   ret void
