@@ -139,12 +139,17 @@ class BlasKernel(Kernel):
 
     def native_jobs(self) -> list:
         """The GEMM kernel of a bound product by packed weights, with the activation `bind` will give it
-        (a product of two computed operands chooses its kernel by the run's shapes)."""
+        (a product of two computed operands chooses its kernel by the run's shapes; rows not known until
+        the run: the kernel for many, which does not ask for B ahead)."""
         if self.packed is None or not self.binds:
             return []
         bias = self.node.op == "MatMul" and self._bias(self.packed.n) is not None
         activation = self._activation(int(bias))
-        return [(self.packed.kernel.for_products(activation) if activation else self.packed.kernel).job]
+        kernel = self.packed.kernel.for_products(activation) if activation else self.packed.kernel
+        shape = self.node.inputs[0].type.shape if self.node.inputs[0].type else None
+        if shape and all(isinstance(n, int) for n in shape):   # (its rows tell whether it asks for B ahead)
+            kernel = gemm_launch.launch_kernel(kernel, 1, math.prod(shape[:-1]), self.packed.n, self.packed.k)
+        return [kernel.job]
 
     def _apply_epilogue(self, y: np.ndarray, start: int = 0) -> None:
         for op, b, attrs in self.epilogue[start:]:

@@ -11,6 +11,7 @@ bias and Relu/Clip become a clamp. Another activation is applied in place on the
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -20,7 +21,8 @@ from ...ops import get_op
 from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
-from . import conv_launch, conv_transpose_launch, held_weights, lrn_launch, window_launch, winograd_launch
+from . import (conv_launch, conv_transpose_launch, gemm_launch, held_weights, lrn_launch, window_launch,
+               winograd_launch)
 from .base import Implementation, Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
 from .held_weights import HeldWeight
 from .blas import EPILOGUES
@@ -219,11 +221,17 @@ class ConvKernel(WeightedKernel):
         if self.depthwise or self.group_width:
             window = window_launch.Window(kernel, strides, dilations=dilations)
             return [window_launch.window_kernel("madd", window, self.activation, self.group_width).job]
+        shape = self.node.outputs[0].type.shape if self.node.outputs[0].type else None
+        output = tuple(shape[:3]) if shape and all(isinstance(n, int) for n in shape[:3]) else None
         if self.tile:
-            return winograd_launch.jobs(self.packed, self.activation)
+            return winograd_launch.jobs(self.packed, self.activation, output)
         pads = tuple(self.attrs["pads"] or (0, 0, 0, 0))
         geometry = conv_launch.ConvGeometry(kernel, strides, pads, dilations)
-        return [conv_launch.conv_kernel(self.packed, geometry, self.planar, self.activation).job]
+        chosen = conv_launch.conv_kernel(self.packed, geometry, self.planar, self.activation)
+        if output is not None:   # (its work items' rows tell whether it asks for B ahead)
+            chosen = gemm_launch.launch_kernel(chosen, self.packed.groups, math.prod(output), self.packed.n,
+                                               self.packed.k)
+        return [chosen.job]
 
     def _per_channel(self, b: np.ndarray) -> bool:
         return b.size == self.out_channels and (b.ndim == 0 or b.shape[-1] == self.out_channels)

@@ -33,6 +33,8 @@ PARALLEL_MIN_MULTIPLY_ADDS = 1 << 18   # smaller products run on the calling thr
 MIN_ROWS = 4                           # fewer rows of A go to NumPy: most of a register block idles
 PAGE_BYTES = 4096
 COPY_MIN_PAGES = 640                   # a row-major B panel spread over this many pages is copied first
+PREFETCH_MAX_BLOCKS = 32               # work items of at most this many row blocks ask for B ahead
+PREFETCH_MAX_LINES = 8                 # ... at most this many lines per K loop iteration
 ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
 MIN_ITEM_MULTIPLY_ADDS = 1 << 20       # ... unless they would be smaller than this: each costs a new start of
                                        # the A and C streams; fewer, larger items idle a thread that wakes late
@@ -74,13 +76,31 @@ class GemmKernel:
     def fn(self):
         return _compiled(self)[1]
 
-    def k_block(self, k: int) -> int:
+    def k_block(self, k: int, unit: int = 0) -> int:
         """The depth of a K block. Without blocking, each row block streams the whole K × NR panel of B
         (from L2, which the hardware prefetchers keep up with) and each row of A once, sequentially —
         measured faster than L1-sized blocks, which re-read C and cut A's rows into short pieces. So K
-        is blocked only where a panel would not stay in half of L2."""
-        kc = max(256, self.l2 // 2 // (4 * self.nr)) // self.shape.unroll * self.shape.unroll
-        return k if k <= kc else kc
+        is blocked only where a panel would not stay in half of L2, into blocks of equal depth (whole
+        `unit`s: a convolution's taps or kernel rows; else the unrolled steps), so that each K block's
+        time covers the next one's slice of B asked for ahead (`prefetching`)."""
+        unit = unit or self.shape.unroll
+        most = max(256, self.l2 // 2 // (4 * self.nr))
+        if k <= most:
+            return k
+        units = -(-k // unit)
+        blocks = -(-units // max(1, most // unit))
+        return -(-units // blocks) * unit
+
+    def prefetching(self, chunk_rows: int) -> "GemmKernel":
+        """The kernel for work items of `chunk_rows` rows reading packed B: when they have few row blocks
+        (`PREFETCH_MAX_BLOCKS`), one whose K loops ask for the next slice of B as they go, enough lines
+        per iteration for the item's row blocks to cover it (`MicroKernel.prefetch`)."""
+        from ...targets.llvm.gemm import prefetch_lines
+        blocks = -(-chunk_rows // self.mr)
+        if self.shape.planar or blocks > PREFETCH_MAX_BLOCKS:
+            return self
+        lines = min(PREFETCH_MAX_LINES, prefetch_lines(self.shape, blocks))
+        return replace(self, shape=replace(self.shape, prefetch=lines))
 
     def for_convolution(self, planar: bool = False, activation: str = "", window: tuple[int, int, int] = (0, 0, 0)
                         ) -> "GemmKernel":
@@ -253,12 +273,19 @@ def packed_product(kernel: GemmKernel, count: int, m: int, k: int, n: int, ptrs:
     after another in `packed.data`: a convolution's groups (with its `window` dims: the image's geometry),
     Winograd's α² tile positions. `kc`: the K blocks' depth (default: the kernel's)."""
     split = WorkSplit.of(kernel, count, m, n, k)
+    kernel = kernel.prefetching(split.chunk_rows)
     dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=ldc,
                        panels=split.panels, a_batch=a_batch, b_batch=packed.data[0].size, c_batch=c_batch,
                        bias_batch=bias_batch, chunks=split.chunks, chunk_rows=split.chunk_rows, padded=1,
                        kc=kernel.k_block(k) if kc is None else kc, ldr=ldr, **window)
     return GemmLaunch(kernel, ptrs, dims, split.items, split.threads, scratchpads(split.threads, 0), bias, packed,
                       repeats, held)
+
+
+def launch_kernel(kernel: GemmKernel, count: int, m: int, n: int, k: int) -> GemmKernel:
+    """The kernel a launch of `count` products of m×k rows by k×n weights packed for `kernel` runs: it, or
+    its variant asking for B ahead (`GemmKernel.prefetching`) — what a step names to compile ahead."""
+    return kernel.prefetching(WorkSplit.of(kernel, count, m, n, k).chunk_rows)
 
 
 def matmul(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.ndarray | None = None,
@@ -319,6 +346,8 @@ def prepare(a: np.ndarray, b: np.ndarray | PackedB, out: np.ndarray, bias: np.nd
     if m < MIN_ROWS and packed is None:   # a row or two (depthwise convs, vectors): NumPy wastes nothing
         return None
     split = WorkSplit.of(kernel, count, m, n, k)
+    if packed is not None:
+        kernel = kernel.prefetching(split.chunk_rows)
     ptrs = kernel_pointers(A=a, B=operand, C=out, bias=bias)
     pack = packed is None and copies_panels(k, ldb)
     dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=ldb, b_panel_stride=panel_stride, ldc=n, panels=split.panels,

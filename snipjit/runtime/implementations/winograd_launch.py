@@ -18,7 +18,7 @@ import numpy as np
 from ...memory.solver import aligned_empty
 from ..parallel.native_threads import get_native_pool
 from .conv_launch import ConvGeometry, _clamp_array, pixel_rows
-from .gemm_launch import GemmKernel, available, kernel_pointers, pack_batched, packed_product
+from .gemm_launch import GemmKernel, available, kernel_pointers, launch_kernel, pack_batched, packed_product
 from .kernel_arguments import dim_array, pointer_array
 from .window_launch import CompiledWindow, WindowLaunch
 
@@ -112,9 +112,15 @@ class WinogradLaunch:
             launch.run()
 
 
-def jobs(packed: PackedWinograd, activation: str = "") -> list:
-    """The kernels a convolution on these weights runs (for compiling ahead)."""
-    return [transform_kernel("input", packed.tile).job, packed.kernel.job,
+def jobs(packed: PackedWinograd, activation: str = "", output: tuple | None = None) -> list:
+    """The kernels a convolution on these weights runs (for compiling ahead), its `output` (images, OH, OW)
+    if known (the product's kernel follows its tiles)."""
+    kernel = packed.kernel
+    if output is not None:
+        images, oh, ow = output
+        tiles = images * -(-oh // packed.tile) * -(-ow // packed.tile)
+        kernel = launch_kernel(kernel, packed.alpha * packed.alpha, tiles, packed.o, packed.c)
+    return [transform_kernel("input", packed.tile).job, kernel.job,
             transform_kernel("output", packed.tile, activation).job]
 
 

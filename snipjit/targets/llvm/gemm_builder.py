@@ -12,6 +12,8 @@ from . import vmath
 from .counted_loop import I64, CountedLoop, i64 as _c
 from .vector_builder import F32, KernelShape, VectorBuilder
 
+LINE_FLOATS = 16   # f32 per cache line
+
 
 class GemmBuilder(VectorBuilder):
     """The IR builder of one kernel with its types, intrinsics and loaded arguments."""
@@ -66,10 +68,11 @@ class GemmBuilder(VectorBuilder):
         return merged
 
 
-def k_loop(g: GemmBuilder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb, a_stride=None):
+def k_loop(g: GemmBuilder, name: str, start, stop, step: int, acc, a_rows, b_base, ldb, a_stride=None,
+           prefetch: "Prefetch | None" = None):
     """Accumulate k in [start, stop) stepping `step` (the body repeated `step` times); the new accumulators
     (rows × vectors: a block as wide as `acc`). A's rows are contiguous along k, or `a_stride` elements
-    apart."""
+    apart. `prefetch`: each iteration also asks for its lines of that stream into L2."""
     b, shape, vectors = g.b, g.shape, len(acc[0])
     loop = CountedLoop(b, name, start, b.sub(stop, _c(step - 1)), step)
     carried = [[loop.phi(g.vec, acc[j][v]) for v in range(vectors)] for j in range(len(a_rows))]
@@ -85,8 +88,29 @@ def k_loop(g: GemmBuilder, name: str, start, stop, step: int, acc, a_rows, b_bas
             a = g.splat(b.load(g.at(a_rows[j], k if a_stride is None else a_k), typ=F32), F32)
             updated.append([g.multiply_add(a, bv[v], current[j][v]) for v in range(vectors)])
         current = updated
+    if prefetch is not None:   # (after the FMAs: before them, LLVM hoisted the broadcasts of A and spilled them)
+        prefetch.emit(g, loop.index)
     loop.leave([(carried[j][v], current[j][v]) for j in range(len(a_rows)) for v in range(vectors)])
     return carried, loop.index
+
+
+@dataclass(frozen=True)
+class Prefetch:
+    """A stream of B read ahead by the K loops of a work item's row blocks (`gemm`, `MicroKernel.prefetch`):
+    each iteration of a K loop (k stepping by the unroll) asks for `lines` cache lines from `base` + k·`step`
+    floats; step · unroll = lines · LINE_FLOATS, so one iteration's lines follow the previous one's."""
+    base: ir.Value     # (a pointer: where step k = 0 of this loop would ask)
+    step: ir.Constant  # floats per step of k (a constant: a register for it spilled the 6x4 block's vectors)
+    lines: int
+
+    def moved(self, g: GemmBuilder, steps) -> "Prefetch":
+        """The same stream for a loop whose k counts from `steps` steps further on."""
+        return Prefetch(g.at(self.base, g.b.mul(steps, self.step)), self.step, self.lines)
+
+    def emit(self, g: GemmBuilder, k) -> None:
+        address = g.at(self.base, g.b.mul(k, self.step))
+        for line in range(self.lines):
+            g.prefetch_to_l2(g.at(address, _c(line * LINE_FLOATS)))
 
 
 @dataclass
@@ -102,6 +126,7 @@ class Panel:
     initial: list          # the accumulators' start (bias or zero), per vector
     masks: list            # the columns inside N, per vector
     full: ir.Value         # the panel lies inside N (no masks needed)
+    prefetch: Prefetch | None = None   # the current row block's share of the next B slice, at k = 0
 
 
 def clamp_to_bounds(g: GemmBuilder, acc: list) -> list:

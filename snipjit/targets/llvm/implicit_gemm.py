@@ -82,7 +82,8 @@ def conv_taps(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, stepped:
         a_rows.append(b.select(inside, g.at(p.a_base, pixel), zeros))
     b_tap = g.at(p.b_base, b.mul(b.mul(taps.index, d["cg"]), p.ldb))
     a_stride = d["channel_stride"] if g.shape.planar else None
-    summed, k = k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb, a_stride)
+    ahead = p.prefetch.moved(g, b.sub(b.mul(taps.index, d["cg"]), p.k0)) if p.prefetch else None
+    summed, k = k_loop(g, "k", _c(0), d["cg"], unroll, carried, a_rows, b_tap, p.ldb, a_stride, ahead)
     if unroll > 1:
         summed, _ = k_loop(g, "ktail", k, d["cg"], 1, summed, a_rows, b_tap, p.ldb, a_stride)
     taps.leave(_next_position(b, kh, kw, b.add(kw, _c(1)), d["KW"]) + list(zip(flat(carried), flat(summed))))
@@ -130,7 +131,8 @@ def window_rows(g: GemmBuilder, p: Panel, output_pixels: list, acc: list, clippe
         # the 8-row block and the 4x3 one)
         ends = [g.at(row, run) for row in a_rows]
         b_end = g.at(b_line, b.mul(run, p.ldb))
-        summed, k = k_loop(g, "k", b.neg(run), _c(0), shape.unroll, carried, ends, b_end, p.ldb)
+        ahead = p.prefetch.moved(g, b.sub(b.mul(b.add(kh, _c(1)), run), p.k0)) if p.prefetch else None
+        summed, k = k_loop(g, "k", b.neg(run), _c(0), shape.unroll, carried, ends, b_end, p.ldb, prefetch=ahead)
         if shape.unroll > 1:
             summed, _ = k_loop(g, "ktail", k, _c(0), 1, summed, ends, b_end, p.ldb)
         next_c = b.add(c, _c(1))

@@ -86,6 +86,10 @@ class VectorBuilder:
         else:
             store_tail(self.b, values, addresses, mask, self.masked_store)
 
+    def prefetch_to_l2(self, address) -> None:
+        """Ask for the cache line at `address` in L2, for reading (never faults: any address will do)."""
+        self.b.call(self.prefetch, [address, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+
     def prefetch_for_write(self, address) -> None:
         """Ask for the cache line at `address` in L1, owned for writing (never faults: any address will do)."""
         self.b.call(self.prefetch, [address, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1)])

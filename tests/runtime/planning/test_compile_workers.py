@@ -177,7 +177,7 @@ def pools():
 def mlp():
     """Products by constant weights: with a bias and Tanh, with a bias alone, a Gemm with Relu."""
     b = snipjit.GraphBuilder()
-    x = b.input("x", "f32", ["n", 32])
+    x = b.input("x", "f32", [8, 32])   # (rows known: they choose whether the kernel asks for B ahead)
     y = b.Tanh(b.Add(b.MatMul(x, b.const(rng.standard_normal((32, 48), dtype=np.float32) / 6)),
                      b.const(rng.standard_normal(48, dtype=np.float32))))
     y = b.Add(b.MatMul(y, b.const(rng.standard_normal((48, 40), dtype=np.float32) / 7)),

@@ -16,13 +16,17 @@ from snipjit.targets.llvm.gemm import MicroKernel, gemm_module, register_blocks
 @pytest.mark.parametrize("cpu, level", CPUS)
 @pytest.mark.parametrize("block", ["wide", "narrow", "thin"])
 @pytest.mark.parametrize("kind", ["gemm", "conv"])
-def test_the_hot_k_loop_has_no_masks_and_no_spills(cpu, level, block, kind):
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_the_hot_k_loop_has_no_masks_and_no_spills(cpu, level, block, kind, prefetch):
+    """(A kernel asking for B's next slice ahead does it in the same loop: `prefetch` lines per iteration.)"""
     mr, vectors, unroll = register_blocks(level.vector_registers)[["wide", "narrow", "thin"].index(block)]
-    shape = MicroKernel(mr, vectors, level.f32_lanes, unroll, conv=kind == "conv")
+    shape = MicroKernel(mr, vectors, level.f32_lanes, unroll, conv=kind == "conv", prefetch=prefetch)
     loop = hot_loop(jit.assembly_for(gemm_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
     fmas = sum(re.search(rf"vfmadd\w+\s+.*%{register}", line) is not None for line in loop)
     assert fmas >= mr * vectors * unroll and fmas % (mr * vectors) == 0
+    prefetches = sum(re.match(r"\s*prefetcht1\s", line) is not None for line in loop)
+    assert prefetches == prefetch * fmas // (mr * vectors * unroll)
     assert not [line for line in loop if "maskmov" in line or "{%k" in line]
     # (no stack access but, at most, two general registers read from it: loop bounds and offsets, one load per
     # mr·vectors·unroll FMAs each, where the tail panels' stores after the loop leave the 6x2 block one register
