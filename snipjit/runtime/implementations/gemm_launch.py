@@ -35,6 +35,7 @@ PAGE_BYTES = 4096
 COPY_MIN_PAGES = 640                   # a row-major B panel spread over this many pages is copied first
 PREFETCH_MAX_BLOCKS = 32               # work items of at most this many row blocks ask for B ahead
 PREFETCH_MAX_LINES = 8                 # ... at most this many lines per K loop iteration
+BALANCE_GAIN = 0.95                    # work items are rebalanced when the busiest thread's share shrinks this much
 ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
 MIN_ITEM_MULTIPLY_ADDS = 1 << 20       # ... unless they would be smaller than this: each costs a new start of
                                        # the A and C streams; fewer, larger items idle a thread that wakes late
@@ -380,6 +381,17 @@ class WorkSplit:
         blocks = -(-m // kernel.mr)
         per_thread = max(1, min(ITEMS_PER_THREAD, count * m * n * k // (threads * MIN_ITEM_MULTIPLY_ADDS)))
         chunks = min(blocks, max(1, -(-per_thread * threads // (count * panels)))) if threads > 1 else 1
+
+        def busiest(c: int) -> int:   # the row blocks the busiest thread computes, with c chunks of rows
+            rows = -(-blocks // c)
+            return -(-count * panels * -(-blocks // rows) // threads) * rows
+
+        # where the wanted number of chunks leaves one thread more than its share, as many as give the threads
+        # (more) equal shares, up to twice as many (MobileNet-V2's 14x14 576->96: 3 panels x 3 chunks left one
+        # thread 5 items of 9; 4 chunks: 6 and 6); fewer items are not worth a few percent (a thread waking late)
+        best = min(range(1, min(blocks, 2 * chunks) + 1), key=lambda c: (busiest(c), abs(c - chunks), -c))
+        if busiest(best) < BALANCE_GAIN * busiest(chunks):
+            chunks = best
         chunk_rows = -(-blocks // chunks) * kernel.mr
         return WorkSplit(threads, panels, -(-m // chunk_rows), chunk_rows, count)
 

@@ -69,3 +69,21 @@ def test_consecutive_items_cover_whole_rows_of_the_output():
     rows = split.chunk_rows
     np.testing.assert_allclose(out[:rows], a[:rows] @ w, rtol=1e-4, atol=1e-4)
     assert np.isnan(out[rows:]).all()
+
+
+def test_rows_are_chunked_for_equal_shares_where_the_wanted_count_leaves_one_thread_more(monkeypatch):
+    """(Two threads.) 28 row blocks in 3 panels wanted 3 chunks: 9 items, 5 on one thread; 4 chunks give
+    each thread 6 items of 7 blocks, the even share. Where the wanted count is already even, it stays."""
+    import types
+    monkeypatch.setattr(gemm_launch, "get_native_pool", lambda: types.SimpleNamespace(threads=2))
+    kernel = gemm_launch.choose_kernel(96, 576)
+    m = 28 * kernel.mr
+
+    def split(panels: int):   # large enough for ITEMS_PER_THREAD items on each thread
+        n = panels * kernel.nr
+        return gemm_launch.WorkSplit.of(kernel, 1, m, n, 8 * gemm_launch.MIN_ITEM_MULTIPLY_ADDS // (m * n) + 1)
+
+    uneven = split(3)
+    assert (uneven.chunks, uneven.chunk_rows, uneven.items) == (4, 7 * kernel.mr, 12)
+    even = split(2)
+    assert (even.chunks, even.chunk_rows, even.items) == (4, 7 * kernel.mr, 8)
