@@ -19,6 +19,7 @@ from ...ir.graph import TensorType
 from ...ops.registry import OpError
 from ..parallel import blas_threads
 from ..caches.kernel_cache import recording
+from ..parallel.native_threads import existing_native_pool
 from ..parallel.workers import Workers, running_on
 from ..errors import ExecutionError
 from .feeds import FeedChecker, FeedError
@@ -72,6 +73,9 @@ class Request:
 
     def _run(self, feeds: Mapping[str, object], outputs: Mapping[str, np.ndarray] | None) -> list[np.ndarray]:
         p = self.program
+        pool = existing_native_pool()
+        if pool is not None:   # (its workers wake while the feeds are checked)
+            pool.wake()
         if self.runtime_constants is not None:
             feeds = self.runtime_constants.complete(feeds, self._entry_inputs)
         arrays = self._check_feeds(feeds)

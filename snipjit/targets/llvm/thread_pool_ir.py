@@ -16,7 +16,7 @@ from __future__ import annotations
 SPIN_ROUNDS = 1 << 12   # `pause`s a worker spins (tens of microseconds) before it sleeps
 
 # State: i64 words, each group on its own cache line; then one line per shard's ticket.
-GEN, BUSY, DONE, SLEEPERS, STOP, PARK, SHARDS = 0, 8, 24, 32, 40, 41, 42
+GEN, BUSY, DONE, SLEEPERS, WAKE_UPS, STOP, PARK, SHARDS = 0, 8, 24, 32, 33, 40, 41, 42
 FN, PTRS, DIMS, TOTAL, GRAIN, SCRATCH, STRIDE, SYSCALL = 48, 49, 50, 51, 52, 53, 54, 55
 TICKETS = 56      # shard s's ticket: word TICKETS + 8·s
 MAX_SHARDS = 64   # threads beyond it share shards
@@ -122,6 +122,7 @@ entry:
   %genp = getelementptr i64, ptr %s, i64 {word('GEN')}
   %stopp = getelementptr i64, ptr %s, i64 {word('STOP')}
   %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
+  %wakeupsp = getelementptr i64, ptr %s, i64 {word('WAKE_UPS')}
   %parkp = getelementptr i64, ptr %s, i64 {word('PARK')}
   br label %idle
 idle:
@@ -158,6 +159,7 @@ wait:
   br label %woke
 woke:
   %ignored2 = atomicrmw sub ptr %sleepersp, i64 1 seq_cst
+  %ignored3 = atomicrmw add ptr %wakeupsp, i64 1 monotonic   ; (how often workers slept: tests, diagnostics)
   br label %idle
 job:
   call void @work(ptr %s, i64 %tid, i64 %g)
@@ -221,6 +223,20 @@ pause:
 release:
   store atomic i64 0, ptr %busyp release, align 8
   ret i64 1
+}}
+
+; workers asleep wake without a job: they spin again, ready for the launches about to come
+define void @pool_wake(ptr %s) {{
+entry:
+  %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
+  %sleepers = load atomic i64, ptr %sleepersp seq_cst, align 8
+  %asleep = icmp sgt i64 %sleepers, 0
+  br i1 %asleep, label %wake, label %done
+wake:
+  call void @futex(ptr %s, i64 129, i64 2147483647)
+  br label %done
+done:
+  ret void
 }}
 
 ; a prepared job (`Job`): its words are pool_run's arguments after the state, in order

@@ -364,3 +364,17 @@ def test_run_after_an_error_still_works(chain):
         req.run({"x": randn(64, 127)})
     x = randn(64, 128)
     np.testing.assert_array_equal(req.run({"x": x})[0], chain_expected(x))
+
+
+def test_a_run_wakes_the_native_pools_sleeping_workers_first(chain, monkeypatch):
+    """(So they spin by the first launch: a worker takes tens of microseconds to wake.)"""
+    from snipjit.runtime.parallel import native_threads
+    pool = native_threads.get_native_pool()
+    if pool is None:
+        pytest.skip("no native pool here")
+    order = []
+    monkeypatch.setattr(native_threads.NativePool, "wake", lambda self: order.append("wake"))
+    real = Request._execute
+    monkeypatch.setattr(Request, "_execute", lambda self, bound: order.append("steps") or real(self, bound))
+    chain.run({"x": randn(64, 128)})
+    assert order == ["wake", "steps"]

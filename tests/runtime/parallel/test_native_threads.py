@@ -95,6 +95,25 @@ def test_workers_wake_after_sleeping(mark):
     assert parallel and (counts == 1).all()
 
 
+def test_a_wake_without_a_job_has_sleeping_workers_spin_again():
+    """(What a request does as it starts a run: the workers are spinning by its first launch.)"""
+    import time
+    from snipjit.targets.llvm.thread_pool_ir import GEN, SLEEPERS, WAKE_UPS
+    pool = NativePool(2)
+    try:
+        deadline = time.monotonic() + 5
+        while pool._state[SLEEPERS] < 1 and time.monotonic() < deadline:   # idle longer than it spins
+            time.sleep(0.01)
+        assert pool._state[SLEEPERS] == 1
+        before = pool._state[WAKE_UPS]
+        pool.wake()
+        while pool._state[WAKE_UPS] == before and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert pool._state[WAKE_UPS] > before and pool._state[GEN] == 0   # (woken, and no job published)
+    finally:
+        pool.close()
+
+
 def test_items_run_here_when_not_every_pool_thread_has_a_scratchpad(monkeypatch):
     """Any pool thread may take an item, and thread t uses scratchpad t: a launch with fewer scratchpads
     than the pool has threads runs on the calling thread instead (it would write past them)."""
