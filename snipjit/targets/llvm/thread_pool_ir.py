@@ -203,14 +203,7 @@ tag_one:
   br label %tag_shard
 tagged:
   store atomic i64 %job, ptr %genp seq_cst, align 8
-  %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
-  %sleepers = load atomic i64, ptr %sleepersp seq_cst, align 8
-  %asleep = icmp sgt i64 %sleepers, 0
-  br i1 %asleep, label %wake, label %own
-wake:
-  call void @futex(ptr %s, i64 129, i64 2147483647)
-  br label %own
-own:
+  call void @pool_wake(ptr %s)
   call void @work(ptr %s, i64 0, i64 %job)
   br label %join
 join:   ; every item done (workers still asleep are not waited for: they will find the job over)
@@ -225,7 +218,8 @@ release:
   ret i64 1
 }}
 
-; workers asleep wake without a job: they spin again, ready for the launches about to come
+; workers asleep wake (to find a job just published, or without one: they spin again, ready for the
+; launches about to come)
 define void @pool_wake(ptr %s) {{
 entry:
   %sleepersp = getelementptr i64, ptr %s, i64 {word('SLEEPERS')}
