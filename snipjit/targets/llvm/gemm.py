@@ -116,18 +116,21 @@ class MicroKernel:
 
 
 def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
-    """(wide, narrow, thin) register blocks (rows, vectors, unroll) for a register file. Each keeps rows ×
-    vectors accumulators plus a register per vector of B and one for the broadcast of A. `wide` loads
-    the fewest bytes per FMA; `narrow`, two vectors wide, pads a narrow N less; `thin`, one vector, is
+    """(wide, narrow, thin[, three]) register blocks (rows, vectors, unroll) for a register file. Each keeps
+    rows × vectors accumulators plus a register per vector of B and one for the broadcast of A. `wide`
+    loads the fewest bytes per FMA; `narrow`, two vectors wide, pads a narrow N less; `thin`, one vector, is
     for N of a vector or less (1×1 convolutions to 16 channels: 1.8× the narrow block's speed on
-    AVX-512; 8×1 unrolled spills on both register files, and LLVM unrolls it twice itself). Measured
+    AVX-512; 8×1 unrolled spills on both register files, and LLVM unrolls it twice itself); on 32
+    registers, `three` vectors for N of 33-48 columns (ShuffleNet's groups of 34 channels) and multiples
+    of 48 (one thread, Xeon with AVX-512, products of 7680 rows: 6×3 175-191 GFLOP/s at K = 34-272, 6×4
+    155-187, 8×1 122-129, 7×2 156-160; 16 registers' wide block is 3 vectors already). Measured
     (one thread, the products of the benchmark `bench.gemm`): on 32 zmm, 6×4 reaches 95–100% of the FMA
     peak and 7×2 nearly as much; 12×2, 8×3 and 8×2 unrolled spill (LLVM hoists the broadcasts of A, and
     runs out of general registers for the rows of A; 7×2 unrolled by hand spills a register on some
     CPUs); on 16 ymm, 4×3 reaches ~100% on wide N, 6×2 ~97% (3×4 spills). LLVM unrolls an un-unrolled
     loop twice."""
     if registers >= 32:
-        return (6, 4, 4), (7, 2, 1), (8, 1, 1)
+        return (6, 4, 4), (7, 2, 1), (8, 1, 1), (6, 3, 4)
     return (4, 3, 4), (6, 2, 4), (8, 1, 1)
 
 
