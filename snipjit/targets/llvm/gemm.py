@@ -254,14 +254,13 @@ def prefetch_lines(shape: MicroKernel, blocks: int) -> int:
     return 1 << (lines - 1).bit_length()
 
 
-def _next_slice(g: GemmBuilder, p: Panel, b_panel, item, panel) -> Prefetch:
+def _next_slice(g: GemmBuilder, p: Panel, b_panel, panel, chunk) -> Prefetch:
     """The slice of B the thread reads after this K block of this work item — the panel's next K block, else
     the next item's (panels fastest: the next panel, or the first at a new chunk of rows) — as a stream the
     item's row blocks ask for one after another, `MicroKernel.prefetch` lines per K loop iteration (the
     launch makes that enough for its row blocks to cover a slice): without it, each K loop of the first
     row block reads its slice from L3 at the speed one core draws from it."""
     b, d, shape = g.b, g.d, g.shape
-    chunk = b.sdiv(b.srem(item, b.mul(d["panels"], d["chunks"])), d["panels"])
     restart = b.and_(b.icmp_signed("==", b.add(panel, _c(1)), d["panels"]),
                      b.icmp_signed("<", b.add(chunk, _c(1)), d["chunks"]))
     panel_stride = d["b_panel_stride"]
@@ -284,7 +283,8 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     per_batch = b.mul(d["panels"], d["chunks"])
     batch = b.sdiv(work.index, per_batch)
     panel = b.srem(work.index, d["panels"])
-    first_row = b.mul(b.sdiv(b.srem(work.index, per_batch), d["panels"]), d["chunk_rows"])
+    chunk = b.sdiv(b.srem(work.index, per_batch), d["panels"])
+    first_row = b.mul(chunk, d["chunk_rows"])
     chunk_end = b.add(first_row, d["chunk_rows"])
     rows_end = b.select(b.icmp_signed("<", chunk_end, d["M"]), chunk_end, d["M"])
     n0 = b.mul(panel, _c(nr))
@@ -315,7 +315,7 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     # a convolution's blocks carry their first output pixel along (a division per block cost more than a first
     # layer's FMAs)
     start = first_pixel(g, first_row) if shape.conv else ()
-    ahead = _next_slice(g, panel_state, b_panel, work.index, panel) if shape.prefetch else None
+    ahead = _next_slice(g, panel_state, b_panel, panel, chunk) if shape.prefetch else None
     rows = CountedLoop(b, "rows", first_row, b.sub(rows_end, _c(mr - 1)), mr)   # whole row blocks
     first = [rows.phi(I64, value) for value in start] or None
     shares = ahead and replace(ahead, base=rows.phi(ahead.base.type, ahead.base))   # (this block's share)
