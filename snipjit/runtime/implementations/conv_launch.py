@@ -72,6 +72,13 @@ def pack_conv(w: np.ndarray, groups: int) -> PackedConv:
     return PackedConv(data, groups, cg, n, kh * kw, kernel.for_convolution())
 
 
+def input_row_bytes(cg: int, geometry: ConvGeometry) -> int:
+    """The bytes of its input an output pixel of a convolution (per group of `cg` channels) reads that its
+    neighbours do not: the pixels its stride steps over, or its window covers where the window is smaller."""
+    (kh, kw), (sh, sw) = geometry.kernel, geometry.strides
+    return 4 * cg * min(sh, kh) * min(sw, kw)
+
+
 def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False, activation: str = "",
                 pixel_rows: bool = True) -> GemmKernel:
     """The kernel a convolution runs on: a 1×1 one of stride 1 without padding on an NHWC image, into an
@@ -173,6 +180,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
                           ldc=out.strides[2] // 4, c_batch=n, bias=bias, bias_batch=n,
                           ldr=0 if residual is None else residual.strides[2] // 4, repeats=repeats,
                           held=(clamp_values, zeros), kc=kernel.k_block(k, run),
+                          a_row_bytes=input_row_bytes(cg, geometry),
                           c_image=out.strides[0] // 4, c_row=out.strides[1] // 4, cg=cg, H=h, W=w, OH=oh, OW=ow,
                           KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0], pad_l=geometry.pads[1],
                           dil_h=dh, dil_w=dw, image_stride=h * w * c, pixel_stride=1 if planar else c,

@@ -87,3 +87,35 @@ def test_rows_are_chunked_for_equal_shares_where_the_wanted_count_leaves_one_thr
     assert (uneven.chunks, uneven.chunk_rows, uneven.items) == (4, 7 * kernel.mr, 12)
     even = split(2)
     assert (even.chunks, even.chunk_rows, even.items) == (4, 7 * kernel.mr, 8)
+
+
+def two_threads(monkeypatch):
+    import types
+    monkeypatch.setattr(gemm_launch, "get_native_pool", lambda: types.SimpleNamespace(threads=2))
+
+
+def test_rows_are_chunked_so_that_a_chunk_of_a_stays_in_half_of_l2(monkeypatch):
+    """(Two threads.) 3136 rows of 256 (3.2 MB) by 8 panels want one chunk: each panel's item would read all of A
+    again from beyond a 2 MB L2. Instead, chunks of A that fit half of L2, as many as a multiple of the threads."""
+    import dataclasses
+    two_threads(monkeypatch)
+    kernel = dataclasses.replace(gemm_launch.choose_kernel(128, 256), l2=1 << 21)
+    m, k, n = 3136, 256, 8 * kernel.nr
+    split = gemm_launch.WorkSplit.of(kernel, 1, m, n, k)
+    assert split.chunks % 2 == 0 and split.chunk_rows * k * 4 <= kernel.l2 // 2
+    assert (-(-m // kernel.mr) // (split.chunks - 2) + 1) * kernel.mr * k * 4 > kernel.l2 // 2   # no more than needed
+    # a convolution's window says how much of A a row reads: 64 channels of a 3x3 window at stride 1, 256 bytes
+    # (not its 9 taps' 2304): the 800 KB image fits as it is
+    assert gemm_launch.WorkSplit.of(kernel, 1, m, n, 9 * 64, a_row_bytes=4 * 64).chunks == 1
+
+
+def test_rows_stay_in_one_chunk_where_each_chunk_reading_b_costs_more(monkeypatch):
+    """(Two threads.) A (2·NR rows) twice half of L2, by 8 panels of B (4 times A): two chunks would read A once
+    (saving 7 of its reads) but B twice (one more): 9 A's traffic against 12, not the half that pays."""
+    import dataclasses
+    two_threads(monkeypatch)
+    kernel = gemm_launch.choose_kernel(128, 4096)
+    m, k = 2 * kernel.nr, 4096
+    kernel = dataclasses.replace(kernel, l2=4 * m * k)
+    split = gemm_launch.WorkSplit.of(kernel, 1, m, 8 * kernel.nr, k)
+    assert split.chunks == 1
