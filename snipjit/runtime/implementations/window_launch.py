@@ -9,10 +9,11 @@ packed once (`pack_depthwise`): channel-blocked [cp / lanes, KH·KW, lanes] with
 width, zeros past C, so the kernel loads whole weight vectors without masks, a channel vector's taps at
 offsets from one pointer. Work items are output rows (pairs of them for a 3×3 kernel at row stride 1,
 computed together) × chunks of channels × images, each thread's share in one piece (`WindowLaunch.grain`).
-Images split by rows, so each thread reads and writes memory of its own; by channels too only when the rows
-are fewer than the threads (split by channels over 2 threads, the pixels' cache lines alternating between
-cores, the 14×14 and 7×7 layers ran 1.4-1.8× slower than split by rows, Zen 4). A small job runs on the
-calling thread.
+Images split by rows, so each thread reads and writes memory of its own; a row is cut into chunks of channels
+only where the rows do not spread evenly over the threads (`channel_chunks`), and a thread's share stays a run
+of rows but for a chunk at its ends (split by channels throughout, over 2 threads, the pixels' cache lines
+alternating between cores, the 14×14 and 7×7 layers ran 1.4-1.8× slower than split by rows, Zen 4). A small
+job runs on the calling thread.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .gemm_launch import available
 from .kernel_arguments import dim_array, pointer_array
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
-ITEMS_PER_THREAD = 1          # work items wanted per thread: fewer rows than threads split the channels too
+BALANCE_GAIN = 0.95           # rows are cut into chunks of channels where that shrinks the busiest share this much
 REUSE_WIDTHS = range(2, 8)    # kernel widths with a depthwise kernel reusing inputs across pixels
 REUSE_STRIDES = (1, 2)        # and its column strides
 PAIRED_WIDTHS = (3,)          # kernel widths whose kernel computes two output rows at once (at row stride 1)
@@ -251,6 +252,25 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
     return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group, window.kernel[0])
 
 
+def channel_chunks(c: int, block: int, row_items: int, threads: int) -> int:
+    """How many chunks of channels (whole `block`s) each of `row_items` output rows (or pairs) is cut into: one,
+    or more where the threads' contiguous shares of the items would be uneven (7 rows over 2 threads: 4 and 3;
+    in two chunks each, 7 and 7 halves), up to twice the threads. (Xeon, 2 threads, AVX-512: 14×14 3×3 layers
+    (7 row pairs) 1.10-1.17×, 7×7 5×5 and 7×7 ones (7 rows) 1.08-1.22× faster; forced AVX2 1.05-1.15×; within
+    noise on whole networks, where these layers are a small part.)"""
+    if threads < 2 or c < 1:
+        return 1
+
+    def busiest(chunks: int) -> int:   # the channel rows the busiest thread computes
+        chunk_c = _padded(-(-c // chunks), block)
+        items = [min(chunk_c, c - start) for start in range(0, c, chunk_c)] * row_items
+        grain = -(-len(items) // threads)
+        return max(sum(items[i:i + grain]) for i in range(0, len(items), grain))
+
+    best = min(range(1, min(-(-c // block), 2 * threads) + 1), key=lambda chunks: (busiest(chunks), chunks))
+    return best if busiest(best) < BALANCE_GAIN * busiest(1) else 1
+
+
 def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weights: np.ndarray | None,
             bias: np.ndarray | None, clamp: tuple[float, float] | None, include_pad: bool,
             repeats: bool, activation: str = "", group: int = 0) -> WindowLaunch | None:
@@ -276,10 +296,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
     work = n * oh * ow * c * kh * kw
     threads = pool.threads if pool is not None and work >= PARALLEL_MIN_TAPS else 1
     block = kernel.shape.step if kernel.shape.grouped else vectors * lanes
-    chunks = 1
-    if threads > 1 and c:
-        chunks = min(-(-c // block), max(1, -(-threads * ITEMS_PER_THREAD // (n * -(-oh // rows)))))
-    chunk_c = _padded(-(-c // chunks), block) if c else block
+    chunk_c = _padded(-(-c // channel_chunks(c, block, n * -(-oh // rows), threads)), block) if c else block
     chunks = -(-c // chunk_c) if c else 0
     cp = _padded(c, lanes)
     if combine == "madd":

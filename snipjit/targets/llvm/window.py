@@ -13,8 +13,9 @@ channels) in and out (`window_reuse`).
 
 A global pool is the window covering the whole image (one output pixel). The ABI is the GEMM's (`KernelFunction`):
 `fn(ptrs, dims, begin, end, scratch)` computes work items [begin, end) on the native pool. A work item is one output
-row of one chunk of channels of one image (rows fastest, so a thread's consecutive items reuse the input rows they
-share).
+row (or two, `rows`) of one chunk of channels of one image, chunks fastest, then rows: a thread's share of the
+items is a run of rows, whose consecutive items reuse the input rows they share, and a row is split between two
+threads by channels only where the launch cuts it into chunks to even the threads' shares.
 
 - ptrs: x [N, H, W, C]; w [cp / lanes, KH·KW, lanes] (depthwise weights channel-blocked: each channel vector's
   tap vectors side by side, zero-padded to cp, a multiple of the vector width); bias [cp] (zero-padded); out
@@ -404,10 +405,10 @@ def window_module(shape: WindowKernel) -> ir.Module:
     work = CountedLoop(b, "work", begin, end, 1)
     work.enter()
     items = b.sdiv(b.add(d["OH"], _c(shape.rows - 1)), _c(shape.rows))   # an image's rows of work items
-    per_image = b.mul(d["chunks"], items)
-    n = b.sdiv(work.index, per_image)
-    chunk = b.sdiv(b.srem(work.index, per_image), items)
-    oh0 = b.mul(b.srem(work.index, items), _c(shape.rows))
+    row_item = b.sdiv(work.index, d["chunks"])
+    n = b.sdiv(row_item, items)
+    chunk = b.srem(work.index, d["chunks"])
+    oh0 = b.mul(b.srem(row_item, items), _c(shape.rows))
     c_begin = b.mul(chunk, d["chunk_c"])
     c_end = g.minimum(b.add(c_begin, d["chunk_c"]), d["C"])
     x_image = g.at(g.p["x"], b.mul(n, b.mul(d["H"], b.mul(d["W"], d["C"]))))

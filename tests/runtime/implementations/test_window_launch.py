@@ -355,6 +355,30 @@ def test_large_jobs_split_over_threads_and_small_ones_do_not():
         assert row.threads == pool.threads and row.items == min(pool.threads, 960 // 32)
 
 
+def test_rows_uneven_over_the_threads_are_cut_into_chunks_of_channels():
+    """7 rows over 2 threads: in two chunks each (14 items), each thread computes 3½ rows' worth; 8 rows, or 27
+    (14 and 13, within 5%), stay whole; chunks are whole blocks of channels."""
+    assert wl.channel_chunks(576, 8, 7, 2) == 2
+    assert wl.channel_chunks(576, 8, 8, 2) == 1 and wl.channel_chunks(576, 8, 27, 2) == 1
+    assert wl.channel_chunks(576, 8, 7, 1) == 1
+    assert wl.channel_chunks(16, 16, 7, 2) == 1       # one block: nothing to cut
+    assert wl.channel_chunks(960, 32, 1, 2) == 2      # a single row: split by channels
+
+
+def test_a_row_split_by_channels_between_threads_computes_every_channel():
+    from snipjit.runtime.parallel.native_threads import get_native_pool
+    pool = get_native_pool()
+    rng = np.random.default_rng(4)
+    window = wl.Window((3, 3), (1, 1), (1, 1, 1, 1))
+    x, weights = nhwc(rng, 1, 14, 14, 200), nhwc(rng, 200, 1, 3, 3)   # 7 row pairs; 200: a channel tail
+    out = np.full_like(x, np.nan)
+    launch = wl.prepare_depthwise(x, wl.pack_depthwise(weights), None, None, out, window)
+    if pool is not None and pool.threads == 2:
+        assert launch.items == 14
+    launch.run()
+    check(out, reference(x, "madd", window, weights))
+
+
 def test_mismatched_arguments_are_named():
     x = np.zeros((1, 8, 8, 4), np.float32)
     window = wl.Window((3, 3), (1, 1), (1, 1, 1, 1))
