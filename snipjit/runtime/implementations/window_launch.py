@@ -34,7 +34,8 @@ PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) ru
 BALANCE_GAIN = 0.95           # rows are cut into chunks of channels where that shrinks the busiest share this much
 REUSE_WIDTHS = range(2, 8)    # kernel widths with a depthwise kernel reusing inputs across pixels
 REUSE_STRIDES = (1, 2)        # and its column strides
-PAIRED_WIDTHS = (3,)          # kernel widths whose kernel computes two output rows at once (at row stride 1)
+PAIRED = ((3, 1), (5, 2))     # (kernel width, row stride) of depthwise kernels computing two rows at once
+MIN_PAIRED_PIXELS = 4         # ... where their blocks of two rows still have this many pixels per row
 MIN_GROUPED_PIXELS = 4        # the fewest pixels per block of a grouped convolution of two vectors per group
 TWO_VECTOR_WIDTHS = range(2, 6)   # and its kernel widths (7: 14 weight vectors, spilled on AVX-512's 32 registers)
 
@@ -74,10 +75,10 @@ class CompiledWindow:
 
 
 def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1,
-               group: int = 0, kh: int = 0) -> CompiledWindow:
+               group: int = 0, kh: int = 0, sh: int = 1) -> CompiledWindow:
     """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
     the variant for that kernel width, column stride `sw` and column dilation 1, computing `rows` output
-    rows at once where it can; with `group` too, a grouped convolution's of `group` channels per group: one
+    rows at once where it can, at row stride `sh`; with `group` too, a grouped convolution's of `group` channels per group: one
     vector that wide, or whole vectors; a depthwise convolution's, without `group`, unrolls its `kh` kernel
     rows) at the current ISA level."""
     from ...targets.llvm import jit
@@ -88,7 +89,8 @@ def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, row
     per_group = group // lanes
     pixels, vectors = window_blocks(level.vector_registers, kw, rows, per_group, level.fused_multiply_add, sw)
     shape = WindowKernel(combine, pixels, vectors, lanes, level.fused_multiply_add, activation, kw, sw if kw else 1,
-                         rows, level.vector_registers, per_group, kh if kw and not per_group else 0)
+                         rows, level.vector_registers, per_group, kh if kw and not per_group else 0,
+                         sh if rows == 2 else 1)
     return CompiledWindow(shape, host.cpu, host.features)
 
 
@@ -248,8 +250,20 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
     reuse = combine in ("madd", "max") and _reuses(window) and not single
     if group and not reuse:
         raise ValueError(f"no grouped window kernel for window {window}")
-    rows = 2 if reuse and combine == "madd" and not group and kw in PAIRED_WIDTHS and sh == dh == 1 else 1
-    return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group, window.kernel[0])
+    rows = 2 if reuse and combine == "madd" and not group and dh == 1 and pairs(kw, sh) else 1
+    return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group, window.kernel[0], sh)
+
+
+def pairs(kw: int, sh: int) -> bool:
+    """Whether a depthwise kernel of width `kw` at row stride `sh` computes two output rows at once at the
+    current ISA level: widths and strides in `PAIRED`, where blocks of two rows keep `MIN_PAIRED_PIXELS` per row
+    (a 5×5 on 32 registers, not 16). Two rows at row stride s read KH + s input rows, against 2·KH apart. (Xeon,
+    AVX-512, 2 threads, in one process: 5×5 stride 2 layers 1.07-1.25× faster paired; 3×3 stride 2 ones
+    0.75-1.19×, 5×5 and 7×7 stride 1 ones 0.83-1.13×: not paired. Pairs halve the work items, which then spread
+    less evenly over the threads.)"""
+    from ...targets.llvm import jit
+    level = jit.host().level
+    return (kw, sh) in PAIRED and window_blocks(level.vector_registers, kw, 2)[0] >= MIN_PAIRED_PIXELS
 
 
 def channel_chunks(c: int, block: int, row_items: int, threads: int) -> int:

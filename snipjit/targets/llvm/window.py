@@ -63,10 +63,11 @@ class WindowKernel:
     activation: str = ""   # madd: a math-library function applied before the clamp
     kw: int = 0     # madd or max at column dilation 1: the kernel width, its blocks reuse inputs (0: none)
     sw: int = 1     # with kw: the column stride
-    rows: int = 1   # with kw: output rows of a work item, 2: computed together where row stride and dilation are 1
+    rows: int = 1   # with kw: output rows of a work item, 2: computed together at row stride `sh`, dilation 1
     registers: int = 16   # vector registers of the ISA level
     grouped: int = 0   # with kw: vectors per group of a grouped convolution (see above; 0: depthwise)
     kh: int = 0     # with kw, depthwise or max (and only then): the kernel height, its rows unrolled
+    sh: int = 1     # with rows 2: the row stride at which the two rows are computed together
 
     def __post_init__(self):
         if self.combine not in COMBINES:
@@ -77,6 +78,8 @@ class WindowKernel:
             raise ValueError("max reuses inputs one output row at a time, without groups or activation")
         if self.rows not in (1, 2) or (self.rows == 2 and not self.kw):
             raise ValueError(f"a work item is 1 output row, or 2 with kw (rows={self.rows}, kw={self.kw})")
+        if self.sh not in (1, 2) or (self.sh != 1 and self.rows != 2):
+            raise ValueError(f"two rows are computed together at row stride 1 or 2 (sh={self.sh}, rows={self.rows})")
         if bool(self.kh) != bool(self.kw and not self.grouped):
             raise ValueError(f"a depthwise kernel reusing inputs unrolls its kernel rows and needs their count, no "
                              f"other takes one (kh={self.kh}, kw={self.kw}, grouped={self.grouped})")
@@ -99,7 +102,7 @@ class WindowKernel:
                 f"{'' if self.fused else '_mul_add'}{'_' + self.activation if self.activation else ''}"
                 f"{f'_kw{self.kw}' if self.kw else ''}{f'_s{self.sw}' if self.sw != 1 else ''}"
                 f"{f'_r{self.rows}' if self.rows != 1 else ''}{f'_grouped{self.grouped}' if self.grouped else ''}"
-                f"{f'_kh{self.kh}' if self.kh else ''}_v{self.registers}")
+                f"{f'_kh{self.kh}' if self.kh else ''}{f'_sh{self.sh}' if self.sh != 1 else ''}_v{self.registers}")
 
 
 def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: int = 0,
@@ -112,7 +115,8 @@ def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: int = 0,
     (each accumulator takes one FMA per input column); on 32 registers up to 16 at kernel widths of 5 and more
     and column stride 1 (Xeon, AVX-512, 2 threads: EfficientNet's 5×5 layers 1.02-1.32×, ConvNeXt's 7×7
     0.98-1.11× faster; 3×3 blocks of 12 were 0.52-1.35×, 5×5 of stride 2 of 16 0.78×; on 16 registers, 10
-    at kw 5 measured 0.98-1.06×, so 8 stays). A grouped convolution's (`grouped` vectors per group): up to 8
+    at kw 5 measured 0.98-1.06×, so 8 stays); two rows at column stride 2 up to 7 (5×5 on 32 registers: LLVM
+    spilled the 4-pixel block of the 8-pixel kernel; maps of 7·2^k columns take blocks of 7). A grouped convolution's (`grouped` vectors per group): up to 8
     pixels per row whose accumulators (`grouped` each) fit beside an input channel's kw weight vectors per
     group vector and a broadcast input; without FMA (`fused`), 4 registers more (x86-64-v2 spilled with fewer:
     its two-operand multiplies need copies)."""
@@ -120,7 +124,7 @@ def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: int = 0,
         return max(1, min(8, (registers - rows * kw * grouped - (1 if fused else 5)) // (rows * grouped))), 1
     if not kw:
         return (8, 2) if registers >= 32 else (4, 2)
-    widest = 16 if kw >= 5 and sw == 1 and registers >= 32 else 8
+    widest = 16 if kw >= 5 and sw == 1 and registers >= 32 else 7 if rows == 2 and sw == 2 else 8
     return max(1, min(widest, (registers - rows * kw - 1) // rows)), 1
 
 
@@ -301,7 +305,8 @@ def _reuse_block(g: WindowBuilder, row: _Row, blocks: dict, ow0, pixels: int, ro
 
     def per_row(emit, x0=x_pixel, out0=out_pixel) -> None:   # emit(x, out) for each row at the block's first pixel
         for r in range(rows):
-            emit(g.at(x0, b.mul(_c(r), b.mul(d["W"], d["C"]))), g.at(out0, b.mul(_c(r), b.mul(d["OW"], d["OC"]))))
+            emit(g.at(x0, b.mul(_c(r * g.shape.sh), b.mul(d["W"], d["C"]))),
+                 g.at(out0, b.mul(_c(r), b.mul(d["OW"], d["OC"]))))
 
     def clipped_tail(x, out) -> None:
         loop = CountedLoop(b, "edge", _c(0), _c(pixels), 1)
@@ -431,11 +436,11 @@ def window_module(shape: WindowKernel) -> ir.Module:
 
     if shape.rows == 1:
         one_row(row_at(oh0))
-    else:   # two rows at once when both have every kernel row inside the input, at row stride and dilation 1
+    else:   # two rows at once when both have every kernel row inside the input, at the row stride and dilation 1
         top, bottom = row_at(oh0), row_at(b.add(oh0, _c(1)))
         full = [b.and_(b.icmp_signed("==", r.kh_lo, _c(0)), b.icmp_signed("==", r.kh_hi, d["KH"]))
                 for r in (top, bottom)]
-        unit = b.and_(b.icmp_signed("==", d["sh"], _c(1)), b.icmp_signed("==", d["dh"], _c(1)))
+        unit = b.and_(b.icmp_signed("==", d["sh"], _c(shape.sh)), b.icmp_signed("==", d["dh"], _c(1)))
         pair = b.and_(b.and_(b.icmp_signed("<", b.add(oh0, _c(1)), d["OH"]), unit), b.and_(*full))
         together, apart, done = (fn.append_basic_block(name) for name in ("pair", "apart", "pair.done"))
         b.cbranch(pair, together, apart)

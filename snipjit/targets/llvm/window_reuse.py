@@ -25,11 +25,11 @@ per kernel row). Against a loop over the kernel rows reading each one's offset f
 MobileNet-V2, EfficientNet-B0 and ConvNeXt-T (`bench.window`'s; Zen 3, AVX2, in one process, geometric mean 1.33× at
 one thread and 1.39× at two; 5×5 and 7×7 layers on maps of 28×28 and less 1.4-1.9× at two).
 
-With `rows` 2 (3×3 at row stride 1), a work item is two output rows and, where both have every kernel row inside the
-input, its blocks compute them together: each of their KH + 1 input rows is loaded once for both (against KH per
-row), 2·pixels accumulators. The kernel was bound by those loads, mostly from L2 (an input row of a 56×56×144 layer
+With `rows` 2 (3×3 at row stride 1; 5×5 at row stride 2 on 32 registers: `sh`), a work item is two output rows and,
+where both have every kernel row inside the input, its blocks compute them together: each of their KH + sh input
+rows is loaded once for both (against KH per row), 2·pixels accumulators. The kernel was bound by those loads, mostly from L2 (an input row of a 56×56×144 layer
 is 32 KB): measured 1.05-1.12× faster on MobileNet-V2's 3×3 stride-1 layers from 112×112 to 14×14×576 at one thread
-(Zen 4, AVX-512; AVX2 likewise), the same on 14×14×384 and 7×7×960.
+(Zen 4, AVX-512; AVX2 likewise), the same on 14×14×384 and 7×7×960; 5×5 at row stride 2 1.07-1.25× faster (Xeon, AVX-512, two threads).
 
 A grouped convolution's groups are each `grouped` vectors (L = grouped·lanes channels) in and out: acc[o] +=
 Σ_i w[g, kh, kw, i, o] · x[.., g·L + i], weights packed group by group [C/L, KH·KW·L, L]; a scalar broadcast per
@@ -158,8 +158,8 @@ def grouped_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped
 def accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: bool, rows: int) -> list:
     """The accumulators [row][pixel] of the channel vector at offset `cv` of a block reusing inputs (a grouped
     convolution's: [row][pixel·grouped + vector] of the group at `cv`), over the kernel rows [kh_lo, kh_hi) of
-    one output row, or of two neighbouring rows (row stride and dilation 1, every kernel row inside the input)
-    whose KH + 1 input rows are each loaded once for both. A depthwise kernel's rows are unrolled (`kh`), a
+    one output row, or of two neighbouring rows (row stride `sh`, dilation 1, every kernel row inside the input)
+    whose KH + sh input rows are each loaded once for both. A depthwise kernel's rows are unrolled (`kh`), a
     grouped convolution's run in a loop."""
     b, d, kw, lanes = g.b, g.d, g.shape.kw, g.shape.lanes
     if g.shape.combine == "madd":
@@ -176,12 +176,12 @@ def accumulate_rows(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipped: 
         grouped_input_row(g, blk, pixels, cv, clipped, g.at(x_row, cv), first, updated)
         kh_loop.leave(list(zip(acc, updated)))
         return [acc]
-    row_step = b.mul(b.mul(d["dh"], d["W"]), d["C"])
+    row_step, sh = b.mul(b.mul(d["dh"], d["W"]), d["C"]), g.shape.sh
     acc = [initial * pixels for _ in range(rows)]
-    for i in range(g.shape.kh + rows - 1):   # input row i: kernel row i of the top row, i - 1 of the bottom one
+    for i in range(g.shape.kh + (rows - 1) * sh):   # input row i: kernel row i of the top row, i - sh of the bottom
         x_row = g.at(blk.x, b.mul(_c(i), row_step))
         if rows == 2:
-            seen = [(t, i - t) for t in range(2) if 0 <= i - t < g.shape.kh]
+            seen = [(t, i - t * sh) for t in range(2) if 0 <= i - t * sh < g.shape.kh]
             depthwise_input_row(g, blk, pixels, cv, clipped, x_row, [k for _, k in seen], [acc[t] for t, _ in seen],
                                 paired=True)
             continue

@@ -156,7 +156,7 @@ def check_reuse(shape, window):
         out = np.full(ref.shape, np.nan, np.float32)
         launch = wl.prepare_depthwise(x, packed, b, clamp, out, window, activation=activation)
         assert (launch.kernel.shape.kw, launch.kernel.shape.sw) == (kernel[1], window.strides[1])
-        paired = kernel[1] in wl.PAIRED_WIDTHS and window.strides[0] == window.dilations[0] == 1
+        paired = wl.pairs(kernel[1], window.strides[0]) and window.dilations[0] == 1
         assert launch.kernel.shape.rows == (2 if paired else 1)
         launch.run()
         check(out, ref)
@@ -173,13 +173,30 @@ def test_depthwise_computing_two_rows_at_once(level, case):
     check_reuse(shape, wl.Window((3, 3), (1, 1), pads))
 
 
-@pytest.mark.parametrize("strides, dilations", [((2, 1), (1, 1)), ((1, 1), (2, 1)), ((2, 2), (1, 1))])
-def test_a_kernel_for_two_rows_computes_them_apart_at_other_row_strides(level, monkeypatch, strides, dilations):
-    """The launch pairs rows only at row stride and dilation 1; the kernel checks it too (at other ones, a
-    work item's two rows are computed one at a time)."""
+# at row stride 2 (3×3, and 5×5 where the level's registers hold two rows' blocks): odd and even output heights,
+# kernel rows leaving the input at the top or bottom, a channel tail, a batch
+STRIDE_2_PAIRED_CASES = [((3, 3), (1, 9, 9, 16), (1, 1, 1, 1)), ((3, 3), (2, 12, 11, 21), (0, 1, 1, 0)),
+                         ((3, 3), (1, 4, 6, 40), (0, 0, 0, 0)), ((5, 5), (1, 14, 14, 33), (2, 2, 2, 2)),
+                         ((5, 5), (2, 11, 13, 16), (1, 2, 2, 1)), ((5, 5), (1, 9, 8, 7), (0, 0, 0, 0)),
+                         ((5, 3), (1, 13, 10, 24), (2, 1, 2, 1))]
+
+
+@pytest.mark.parametrize("case", STRIDE_2_PAIRED_CASES, ids=lambda case: "x".join(map(str, case[0] + case[1])))
+def test_depthwise_computing_two_rows_at_once_at_row_stride_2(level, case):
+    kernel, shape, pads = case
+    check_reuse(shape, wl.Window(kernel, (2, 2), pads))
+
+
+@pytest.mark.parametrize("strides, dilations, paired_at", [((2, 1), (1, 1), 1), ((1, 1), (2, 1), 1),
+                                                         ((2, 2), (1, 1), 1), ((1, 1), (1, 1), 2),
+                                                         ((2, 2), (2, 1), 2), ((3, 1), (1, 1), 2)])
+def test_a_kernel_for_two_rows_computes_them_apart_at_other_row_strides(level, monkeypatch, strides, dilations,
+                                                                        paired_at):
+    """The launch pairs rows only at the row stride the kernel was made for (`paired_at`) and dilation 1; the
+    kernel checks it too (at other ones, a work item's two rows are computed one at a time)."""
     chosen = wl.kernel_for
-    monkeypatch.setattr(wl, "kernel_for", lambda combine, activation="", kw=0, sw=1, rows=1, group=0, kh=0:
-                        chosen(combine, activation, kw, sw, 2 if kw else rows, group, kh))
+    monkeypatch.setattr(wl, "kernel_for", lambda combine, activation="", kw=0, sw=1, rows=1, group=0, kh=0, sh=1:
+                        chosen(combine, activation, kw, sw, 2 if kw else rows, group, kh, paired_at))
     window = wl.Window((3, 3), strides, (1, 1, 1, 1), dilations)
     rng = np.random.default_rng(3)
     x, weights, bias = nhwc(rng, 1, 11, 13, 24), nhwc(rng, 24, 1, 3, 3), nhwc(rng, 24)

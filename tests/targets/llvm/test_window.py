@@ -14,9 +14,10 @@ from snipjit.targets.llvm.window_reuse import FEW_COLUMNS
 
 
 def kernel(combine: str, level: isa.IsaLevel, kw: int = 0, sw: int = 1, rows: int = 1) -> WindowKernel:
+    """(Square kernels and strides: two rows are paired at the column stride.)"""
     pixels, vectors = window_blocks(level.vector_registers, kw, rows, sw=sw)
     return WindowKernel(combine, pixels, vectors, level.f32_lanes, level.fused_multiply_add, kw=kw, sw=sw, rows=rows,
-                        registers=level.vector_registers, kh=kw)   # (square kernels)
+                        registers=level.vector_registers, kh=kw, sh=sw if rows == 2 else 1)
 
 
 def functions(asm: str) -> dict[str, str]:
@@ -48,11 +49,14 @@ def test_masks_only_in_the_channel_tail(cpu, level, combine, kw, rows):
 @pytest.mark.parametrize("cpu, level", CPUS)
 @pytest.mark.parametrize("kw, sw, mode", [(0, 1, ""), (3, 1, "_reuse"), (5, 1, "_reuse"), (7, 1, "_reuse"),
                                          (5, 2, "_reuse"), (3, 1, "_clipped"), (7, 1, "_clipped"), (3, 2, "_clipped"),
-                                         (3, 1, "_reuse2"), (3, 1, "_clipped2")])
+                                         (3, 1, "_reuse2"), (3, 1, "_clipped2"), (5, 2, "_reuse2"),
+                                         (5, 2, "_clipped2")])
 def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, kw, sw, mode):
     """kw: the variant reusing inputs, its blocks one loop over the channel vectors with the kernel rows
     unrolled, each loading a kernel row's (pixels - 1)·sw + kw input columns and kw weight vectors once (two
-    rows: each input row feeding both output rows) and the bias."""
+    rows, at row stride sw: each of their kh + sw input rows feeding both output rows) and the bias."""
+    if mode.endswith("2") and kw == 5 and level.vector_registers < 32:
+        pytest.skip("two rows of a 5×5 leave 2 pixels on 16 registers: not paired (window_launch.pairs)")
     shape = kernel("madd", level, kw, sw, rows=2 if mode.endswith("2") else 1)
     bodies = functions(jit.assembly_for(window_module(shape), cpu))
     register = "zmm" if level is isa.AVX512 else "ymm"
@@ -77,7 +81,8 @@ def test_the_widest_block_s_tap_loop_keeps_its_vectors_in_registers(cpu, level, 
                 # weights are FMA memory operands unless they fit beside the accumulators and an input column
                 columns, live = (pixels - 1) * sw + kw, rows * (pixels + kw)
                 weights = kw if live + 1 <= registers else pixels * kw   # per kernel row
-                assert loads <= (kh + rows - 1) * columns + rows * kh * weights + 1, "\n".join(loop)   # (+ the bias)
+                input_rows = kh + (rows - 1) * shape.sh
+                assert loads <= input_rows * columns + rows * kh * weights + 1, "\n".join(loop)   # (+ the bias)
 
 
 @pytest.mark.parametrize("cpu, level", CPUS[1::2])   # (one AVX2 and one AVX-512 CPU: each case compiles a module)
