@@ -230,7 +230,8 @@ class ConvKernel(WeightedKernel):
         chosen = conv_launch.conv_kernel(self.packed, geometry, self.planar, self.activation)
         if output is not None:   # (its work items' rows tell whether it asks for B ahead)
             chosen = gemm_launch.launch_kernel(chosen, self.packed.groups, math.prod(output), self.packed.n,
-                                               self.packed.k, conv_launch.input_row_bytes(self.packed.cg, geometry))
+                                               self.packed.k, conv_launch.input_row_bytes(self.packed.cg, geometry),
+                                               self.packed.groups > 1)
         return [chosen.job]
 
     def _per_channel(self, b: np.ndarray) -> bool:

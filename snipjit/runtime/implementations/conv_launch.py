@@ -98,7 +98,7 @@ def _pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.nd
     return packed_product(kernel, packed.groups, x.shape[0] * x.shape[1] * x.shape[2], packed.k, packed.n, ptrs,
                           packed, lda=x.shape[3], a_batch=packed.cg, ldc=out.strides[2] // 4, c_batch=packed.n,
                           bias=bias, bias_batch=packed.n, ldr=0 if residual is None else residual.strides[2] // 4,
-                          repeats=repeats, held=(clamp,))
+                          repeats=repeats, held=(clamp,), interleaved=packed.groups > 1)
 
 
 def pixel_rows(out: np.ndarray) -> bool:
@@ -180,7 +180,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
                           ldc=out.strides[2] // 4, c_batch=n, bias=bias, bias_batch=n,
                           ldr=0 if residual is None else residual.strides[2] // 4, repeats=repeats,
                           held=(clamp_values, zeros), kc=kernel.k_block(k, run),
-                          a_row_bytes=input_row_bytes(cg, geometry),
+                          a_row_bytes=input_row_bytes(cg, geometry), interleaved=groups > 1,
                           c_image=out.strides[0] // 4, c_row=out.strides[1] // 4, cg=cg, H=h, W=w, OH=oh, OW=ow,
                           KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0], pad_l=geometry.pads[1],
                           dil_h=dh, dil_w=dw, image_stride=h * w * c, pixel_stride=1 if planar else c,

@@ -119,3 +119,31 @@ def test_rows_stay_in_one_chunk_where_each_chunk_reading_b_costs_more(monkeypatc
     kernel = dataclasses.replace(kernel, l2=4 * m * k)
     split = gemm_launch.WorkSplit.of(kernel, 1, m, 8 * kernel.nr, k)
     assert split.chunks == 1
+
+
+def test_a_grouped_convolution_runs_chunk_by_chunk_over_every_group():
+    """The groups of a grouped 1×1 convolution are column bands of the same output rows (4 × 34 columns: bands
+    share cache lines): its items run chunk of rows by chunk, every group of a chunk together, so a thread's
+    share is whole rows; the chunks a multiple of the threads."""
+    import ctypes
+    from snipjit.runtime.implementations import conv_launch
+    threads = get_native_pool().threads
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 28, 28, 136), dtype=np.float32)
+    w = rng.standard_normal((136, 34, 1, 1), dtype=np.float32)
+    out = np.full((1, 28, 28, 136), np.nan, np.float32)
+    geometry = conv_launch.ConvGeometry((1, 1), (1, 1), (0, 0, 0, 0), (1, 1))
+    launch = conv_launch.prepare_conv(x, conv_launch.pack_conv(w, 4), out, geometry)
+    split = gemm_launch.WorkSplit.of(launch.kernel, 4, 784, 34, 34, 4 * 34, interleaved=True)
+    assert split.interleaved and split.chunks % threads == 0 and launch.items == split.items
+    call = launch.native_call
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                          ctypes.c_void_p)(call.fn)
+    fn(call.ptrs, call.dims, 0, 4 * split.panels, call.scratch)   # the first chunk's items
+    rows = split.chunk_rows
+    pixels, weights = x.reshape(784, 4, 34), w.reshape(4, 34, 34)
+    expected = np.einsum("pgk,gok->pgo", pixels, weights).reshape(784, 136)
+    np.testing.assert_allclose(out.reshape(784, 136)[:rows], expected[:rows], rtol=1e-4, atol=1e-4)
+    assert np.isnan(out.reshape(784, 136)[rows:]).all()
+    launch.run()
+    np.testing.assert_allclose(out.reshape(784, 136), expected, rtol=1e-4, atol=1e-4)
