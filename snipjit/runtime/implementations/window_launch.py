@@ -3,17 +3,17 @@ run on the native pool: depthwise convolution (with bias and a clamp fused), gro
 as many channels per group (in and out) as 4 to the level's vector lanes, or two vectors (`grouped_width`),
 MaxPool, AveragePool and the global pools.
 
-One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once
-per process and level; its register block follows the level (`targets.isa`). Depthwise weights are
-packed once (`pack_depthwise`): channel-blocked [cp / lanes, KH·KW, lanes] with cp a multiple of the vector
-width, zeros past C, so the kernel loads whole weight vectors without masks, a channel vector's taps at
-offsets from one pointer. Work items are output rows (pairs of them for a 3×3 kernel at row stride 1,
-computed together) × chunks of channels × images, each thread's share in one piece (`WindowLaunch.grain`).
-Images split by rows, so each thread reads and writes memory of its own; a row is cut into chunks of channels
-only where the rows do not spread evenly over the threads (`channel_chunks`), and a thread's share stays a run
-of rows but for a chunk at its ends (split by channels throughout, over 2 threads, the pixels' cache lines
-alternating between cores, the 14×14 and 7×7 layers ran 1.4-1.8× slower than split by rows, Zen 4). A small
-job runs on the calling thread.
+One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once per
+process and level; its register block follows the level (`targets.isa`). Depthwise weights are packed once
+(`pack_depthwise`): channel-blocked [cp / lanes, KH·KW, lanes] with cp a multiple of the vector width, zeros
+past C, so the kernel loads whole weight vectors without masks, a channel vector's taps at offsets from one
+pointer. Work items are output rows (pairs of them for a 3×3 kernel at row stride 1 and a 5×5 at row stride 2 on
+32 registers, computed together: `pairs`) × chunks of channels × images, each thread's share in one piece
+(`WindowLaunch.grain`). Images split by rows, so each thread reads and writes memory of its own; a row is cut
+into chunks of channels only where the rows do not spread evenly over the threads (`channel_chunks`), and a
+thread's share stays a run of rows but for a chunk at its ends (split by channels throughout, over 2 threads,
+the pixels' cache lines alternating between cores, the 14×14 and 7×7 layers ran 1.4-1.8× slower than split by
+rows, Zen 4). A small job runs on the calling thread.
 """
 from __future__ import annotations
 
@@ -76,11 +76,11 @@ class CompiledWindow:
 
 def kernel_for(combine: str, activation: str = "", kw: int = 0, sw: int = 1, rows: int = 1,
                group: int = 0, kh: int = 0, sh: int = 1) -> CompiledWindow:
-    """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`,
-    the variant for that kernel width, column stride `sw` and column dilation 1, computing `rows` output
-    rows at once where it can, at row stride `sh`; with `group` too, a grouped convolution's of `group` channels per group: one
-    vector that wide, or whole vectors; a depthwise convolution's, without `group`, unrolls its `kh` kernel
-    rows) at the current ISA level."""
+    """The window kernel combining taps with `combine` (and for `madd`, applying `activation`; with `kw`, the variant
+    for that kernel width, column stride `sw` and column dilation 1, computing `rows` output rows at once where it
+    can, at row stride `sh`; with `group` too, a grouped convolution's of `group` channels per group: one vector
+    that wide, or whole vectors; a depthwise convolution's, without `group`, unrolls its `kh` kernel rows) at the
+    current ISA level."""
     from ...targets.llvm import jit
     host = jit.host()
     level = host.level

@@ -259,12 +259,12 @@ def prefetch_lines(shape: MicroKernel, blocks: int) -> int:
 
 
 def _next_slice(g: GemmBuilder, p: Panel, b_panel, panel, chunk, batch) -> Prefetch:
-    """The slice of B the thread reads after this K block of this work item — the panel's next K block, else
-    the next item's (panels fastest: the next panel, the next batch entry's first (batch entries are packed one
-    after another), or the first at a new chunk of rows: the entry's, or with `interleaved` the first entry's) — as a stream the
-    item's row blocks ask for one after another, `MicroKernel.prefetch` lines per K loop iteration (the
-    launch makes that enough for its row blocks to cover a slice): without it, each K loop of the first
-    row block reads its slice from L3 at the speed one core draws from it."""
+    """The slice of B the thread reads after this K block of this work item — the panel's next K block, else the next
+    item's (panels fastest: the next panel, the next batch entry's first (batch entries are packed one after
+    another), or the first at a new chunk of rows: the entry's, or with `interleaved` the first entry's) — as a
+    stream the item's row blocks ask for one after another, `MicroKernel.prefetch` lines per K loop iteration (the
+    launch makes that enough for its row blocks to cover a slice): without it, each K loop of the first row block
+    reads its slice from L3 at the speed one core draws from it."""
     b, d, shape = g.b, g.d, g.shape
     interleaved = b.icmp_signed("!=", d["interleaved"], _c(0))
     last_batch = b.or_(b.icmp_signed("==", b.add(batch, _c(1)), d["batches"]), b.not_(interleaved))

@@ -108,18 +108,18 @@ class WindowKernel:
 def window_blocks(registers: int, kw: int = 0, rows: int = 1, grouped: int = 0,
                   fused: bool = True, sw: int = 1) -> tuple[int, int]:
     """(pixels, vectors) of the widest register block for a register file. On the tap loop: pixels × vectors
-    accumulators plus a register per weight vector, leaving room for the input operands and the tail's mask.
-    Reusing inputs (`kw`, `rows` output rows, column stride `sw`): one vector at a time, up to 8 pixels per
-    row whose accumulators, a kernel row's kw weight vectors per output row and an input column fit the
-    registers (AVX2 at kw 7: 8 + 7 + 1 of 16) — at most 4 pixels would leave the FMAs bound by their latency
-    (each accumulator takes one FMA per input column); on 32 registers up to 16 at kernel widths of 5 and more
-    and column stride 1 (Xeon, AVX-512, 2 threads: EfficientNet's 5×5 layers 1.02-1.32×, ConvNeXt's 7×7
-    0.98-1.11× faster; 3×3 blocks of 12 were 0.52-1.35×, 5×5 of stride 2 of 16 0.78×; on 16 registers, 10
-    at kw 5 measured 0.98-1.06×, so 8 stays); two rows at column stride 2 up to 7 (5×5 on 32 registers: LLVM
-    spilled the 4-pixel block of the 8-pixel kernel; maps of 7·2^k columns take blocks of 7). A grouped convolution's (`grouped` vectors per group): up to 8
-    pixels per row whose accumulators (`grouped` each) fit beside an input channel's kw weight vectors per
-    group vector and a broadcast input; without FMA (`fused`), 4 registers more (x86-64-v2 spilled with fewer:
-    its two-operand multiplies need copies)."""
+    accumulators plus a register per weight vector, leaving room for the input operands and the tail's mask. Reusing
+    inputs (`kw`, `rows` output rows, column stride `sw`): one vector at a time, up to 8 pixels per row whose
+    accumulators, a kernel row's kw weight vectors per output row and an input column fit the registers (AVX2 at kw
+    7: 8 + 7 + 1 of 16) — at most 4 pixels would leave the FMAs bound by their latency (each accumulator takes one
+    FMA per input column); on 32 registers up to 16 at kernel widths of 5 and more and column stride 1 (Xeon,
+    AVX-512, 2 threads: EfficientNet's 5×5 layers 1.02-1.32×, ConvNeXt's 7×7 0.98-1.11× faster; 3×3 blocks of 12
+    were 0.52-1.35×, 5×5 of stride 2 of 16 0.78×; on 16 registers, 10 at kw 5 measured 0.98-1.06×, so 8 stays); two
+    rows at column stride 2 up to 7 (5×5 on 32 registers: LLVM spilled the 4-pixel block of the 8-pixel kernel; maps
+    of 7·2^k columns take blocks of 7). A grouped convolution's (`grouped` vectors per group): up to 8 pixels per
+    row whose accumulators (`grouped` each) fit beside an input channel's kw weight vectors per group vector and a
+    broadcast input; without FMA (`fused`), 4 registers more (x86-64-v2 spilled with fewer: its two-operand
+    multiplies need copies)."""
     if grouped:
         return max(1, min(8, (registers - rows * kw * grouped - (1 if fused else 5)) // (rows * grouped))), 1
     if not kw:

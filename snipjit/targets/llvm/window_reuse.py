@@ -27,9 +27,10 @@ one thread and 1.39× at two; 5×5 and 7×7 layers on maps of 28×28 and less 1.
 
 With `rows` 2 (3×3 at row stride 1; 5×5 at row stride 2 on 32 registers: `sh`), a work item is two output rows and,
 where both have every kernel row inside the input, its blocks compute them together: each of their KH + sh input
-rows is loaded once for both (against KH per row), 2·pixels accumulators. The kernel was bound by those loads, mostly from L2 (an input row of a 56×56×144 layer
-is 32 KB): measured 1.05-1.12× faster on MobileNet-V2's 3×3 stride-1 layers from 112×112 to 14×14×576 at one thread
-(Zen 4, AVX-512; AVX2 likewise), the same on 14×14×384 and 7×7×960; 5×5 at row stride 2 1.07-1.25× faster (Xeon, AVX-512, two threads).
+rows is loaded once for both (against KH per row), 2·pixels accumulators. The kernel was bound by those loads,
+mostly from L2 (an input row of a 56×56×144 layer is 32 KB): measured 1.05-1.12× faster on MobileNet-V2's 3×3
+stride-1 layers from 112×112 to 14×14×576 at one thread (Zen 4, AVX-512; AVX2 likewise), the same on 14×14×384 and
+7×7×960; 5×5 at row stride 2 1.07-1.25× faster (Xeon, AVX-512, two threads).
 
 A grouped convolution's groups are each `grouped` vectors (L = grouped·lanes channels) in and out: acc[o] +=
 Σ_i w[g, kh, kw, i, o] · x[.., g·L + i], weights packed group by group [C/L, KH·KW·L, L]; a scalar broadcast per

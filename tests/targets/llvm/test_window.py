@@ -140,6 +140,10 @@ def test_an_unknown_combine_is_refused():
         WindowKernel("madd", 4, 1, 8, kw=3)
     with pytest.raises(ValueError, match="kernel rows"):
         WindowKernel("madd", 4, 1, 8, kw=3, grouped=1, kh=3)
+    with pytest.raises(ValueError, match="row stride 1 or 2"):   # (a row stride only for two rows at once)
+        WindowKernel("madd", 4, 1, 8, kw=5, kh=5, sh=2)
+    with pytest.raises(ValueError, match="row stride 1 or 2"):
+        WindowKernel("madd", 4, 1, 8, kw=5, kh=5, rows=2, sh=3)
 
 
 @pytest.mark.parametrize("cpu, level", [("znver3", isa.AVX2), ("skylake-avx512", isa.AVX512), ("x86-64-v2", isa.SSE)])
