@@ -408,8 +408,7 @@ class WorkSplit:
         best = min(range(1, min(blocks, 2 * chunks) + 1), key=lambda c: (busiest(c), abs(c - chunks), -c))
         if busiest(best) < BALANCE_GAIN * busiest(chunks):
             chunks = best
-        if threads > 1 and isinstance(kernel, GemmKernel):   # (the f32 kernels; int8 ones keep theirs)
-            chunks = _chunks_in_l2(kernel, threads, count, blocks, panels, k, row_bytes, chunks)
+        chunks = _chunks_in_l2(kernel, threads, count, blocks, panels, k, row_bytes, chunks)
         chunk_rows = -(-blocks // chunks) * kernel.mr
         return WorkSplit(threads, panels, -(-m // chunk_rows), chunk_rows, count)
 
@@ -425,8 +424,6 @@ def interleaved_chunks(kernel: GemmKernel, threads: int, count: int, blocks: int
     if threads < 2:
         return chunks
     chunks = min(blocks, -(-chunks // threads) * threads)
-    if not isinstance(kernel, GemmKernel):
-        return chunks
     return _chunks_in_l2(kernel, threads, 1, blocks, panels, count * k, count * row_bytes, chunks)
 
 
@@ -437,7 +434,10 @@ def _chunks_in_l2(kernel: GemmKernel, threads: int, count: int, blocks: int, pan
     of B; the next item (the next panel) reads the same rows again, from L2 if they stayed there, else from L3
     or memory. More chunks read B once more each. (Xeon, 2 threads, 3136×256 by 256×128: with one chunk of
     3.2 MB, AVX2's 8 panels each read A from L3: 77% -> 87-89% of the FMA peak with 4 chunks; AVX-512,
-    3136×256×512: 72% -> 85%; 128×3072×768, where B is 6 times A, measured 5% slower with 2 chunks: kept.)"""
+    3136×256×512: 72% -> 85%; 128×3072×768, where B is 6 times A, measured 5% slower with 2 chunks: kept.)
+    One thread, or the int8 kernels (no L2 size, other element sizes): `chunks`."""
+    if threads < 2 or not isinstance(kernel, GemmKernel):
+        return chunks
     budget = kernel.l2 // 2
 
     def traffic(c: int) -> int:   # bytes read from beyond L2 with c chunks of rows

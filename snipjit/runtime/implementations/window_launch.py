@@ -27,11 +27,10 @@ from ...targets.llvm.window import DIMS, PTRS, ZEROS, WindowKernel, window_block
 from ..parallel.native_threads import get_native_pool, native_call, runner
 from ..caches.object_cache import NativeJob
 from .conv_launch import pixel_rows
-from .gemm_launch import available
+from .gemm_launch import BALANCE_GAIN, available
 from .kernel_arguments import dim_array, pointer_array
 
 PARALLEL_MIN_TAPS = 1 << 16   # smaller jobs (output elements × kernel taps) run on the calling thread
-BALANCE_GAIN = 0.95           # rows are cut into chunks of channels where that shrinks the busiest share this much
 REUSE_WIDTHS = range(2, 8)    # kernel widths with a depthwise kernel reusing inputs across pixels
 REUSE_STRIDES = (1, 2)        # and its column strides
 PAIRED = ((3, 1), (5, 2))     # (kernel width, row stride) of depthwise kernels computing two rows at once
@@ -269,9 +268,9 @@ def pairs(kw: int, sh: int) -> bool:
 def channel_chunks(c: int, block: int, row_items: int, threads: int) -> int:
     """How many chunks of channels (whole `block`s) each of `row_items` output rows (or pairs) is cut into: one,
     or more where the threads' contiguous shares of the items would be uneven (7 rows over 2 threads: 4 and 3;
-    in two chunks each, 7 and 7 halves), up to twice the threads. (Xeon, 2 threads, AVX-512: 14×14 3×3 layers
-    (7 row pairs) 1.10-1.17×, 7×7 5×5 and 7×7 ones (7 rows) 1.08-1.22× faster; forced AVX2 1.05-1.15×; within
-    noise on whole networks, where these layers are a small part.)"""
+    in two chunks each, 7 and 7 halves; by `BALANCE_GAIN`, as products' rows are), up to twice the threads.
+    (Xeon, 2 threads, AVX-512: 14×14 3×3 layers (7 row pairs) 1.10-1.17×, 7×7 5×5 and 7×7 ones (7 rows)
+    1.08-1.22× faster; forced AVX2 1.05-1.15×; within noise on whole networks, where these layers are small.)"""
     if threads < 2 or c < 1:
         return 1
 
