@@ -41,6 +41,7 @@ def _permuted(t: TensorType | None, perm: tuple[int, ...]) -> TensorType | None:
 ACTIVATIONS = {
     "silu": lambda y: evaluate("Mul", [y, evaluate("Sigmoid", [y])[0]])[0],
     "hard_swish": lambda y: evaluate("HardSwish", [y])[0],
+    "sigmoid": lambda y: evaluate("Sigmoid", [y])[0],
 }
 
 

@@ -16,7 +16,7 @@ not care which axis the channels are on:
   NHWC to NCHW is on the layout already (ConvNeXt's permutes around its LayerNorm cancel); a vision
   transformer's patch tokens (the image flattened, [N, C, H·W], and transposed to [N, H·W, C]) are the
   value on the layout reshaped;
-* then a residual Add and a SiLU or HardSwish reading a Conv's output alone join the Conv (its fourth
+* then a residual Add and a SiLU, HardSwish or Sigmoid reading a Conv's output alone join the Conv (its fourth
   input, its `activation`), which its kernel applies before the store.
 
 Reorders (Transpose nodes; a Reshape where only axes of size 1 move) are inserted only at the edges: where
@@ -208,8 +208,9 @@ class _ChannelsLast:
         self.graph.nodes = nodes
 
     def _fuse_activations(self) -> None:
-        """A SiLU (Mul(t, Sigmoid(t))) or HardSwish reading a channels-last Conv's output alone becomes
-        the Conv's `activation`, computed before the store."""
+        """A SiLU (Mul(t, Sigmoid(t))), HardSwish or Sigmoid reading a channels-last Conv's output alone
+        becomes the Conv's `activation`, computed before the store (squeeze-excitation's Sigmoid then runs
+        once per channel, not once per pixel in the snippet of the Mul that broadcasts it)."""
         uses = self.graph.consumers()
         fused: set[int] = set()
         for conv in [n for n in self.graph.nodes if n.domain == DOMAIN and n.op == "Conv"]:
@@ -217,8 +218,8 @@ class _ChannelsLast:
             readers = [n for n, _ in uses.get(out, [])]
             if conv.attrs.get("activation") or out in self.outputs:
                 continue
-            if len(readers) == 1 and readers[0].op == "HardSwish" and not readers[0].domain:
-                activation, taken = "hard_swish", readers
+            if len(readers) == 1 and readers[0].op in ("HardSwish", "Sigmoid") and not readers[0].domain:
+                activation, taken = "hard_swish" if readers[0].op == "HardSwish" else "sigmoid", readers
             elif (len(readers) == 2 and {n.op for n in readers} == {"Sigmoid", "Mul"}
                   and not any(n.domain for n in readers)):
                 sigmoid, mul = sorted(readers, key=lambda n: n.op != "Sigmoid")

@@ -140,6 +140,19 @@ def test_silu_and_hard_swish_are_computed_in_the_conv_kernel():
     assert convs[1].ops == ["Conv", "Clip"] and len(cm.plan) == 4   # the two convs and the reorders in and out
 
 
+def test_squeeze_excitation_s_sigmoid_is_computed_per_channel_in_the_conv_kernel():
+    b = GraphBuilder()
+    x = b.input("x", "f32", [2, 6, 9, 8])
+    c = b.Conv(x, b.const(randn(24, 6, 3, 3, scale=0.3)), b.const(randn(24)), pads=[1, 1, 1, 1])
+    gate = b.Conv(b.Relu(b.Conv(b.GlobalAveragePool(c), b.const(randn(4, 24, 1, 1)))), b.const(randn(24, 4, 1, 1)),
+                  b.const(randn(24)))
+    b.output(b.Mul(c, b.Sigmoid(gate)), "y")
+    cm = check(b.build(), {"x": randn(2, 6, 9, 8)})
+    convs = [s for s in cm.plan if s.kind == "nhwc" and s.node.op == "Conv"]
+    assert [s.node.attrs.get("activation", "") for s in convs] == ["", "", "sigmoid"]
+    assert not [s for s in cm.plan if "Sigmoid" in s.ops]
+
+
 def test_convs_write_straight_into_their_concat():
     """A SqueezeNet fire module: the two expand convs' outputs are slices of the Concat's output, so the
     Concat copies nothing; a Concat whose input has another reader still copies."""
