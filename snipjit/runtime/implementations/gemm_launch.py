@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,9 @@ PAGE_BYTES = 4096
 COPY_MIN_PAGES = 640                   # a row-major B panel spread over this many pages is copied first
 PREFETCH_MAX_BLOCKS = 32               # work items of at most this many row blocks ask for B ahead
 PREFETCH_MAX_LINES = 8                 # ... at most this many lines per K loop iteration
+RATE_DEPTH = 128                       # K of the product `block_rates` times (mobile networks' 1x1s: 16 to 960)
+RATE_ROUNDS = 9
+RATE_SECONDS = 0.003                   # each block's time per round
 BALANCE_GAIN = 0.95                    # work items are rebalanced when the busiest thread's share shrinks this much
 ITEMS_PER_THREAD = 4                   # work items (panel × row chunk) wanted per thread
 MIN_ITEM_MULTIPLY_ADDS = 1 << 20       # ... unless they would be smaller than this: each costs a new start of
@@ -151,28 +155,48 @@ def _compiled(kernel: GemmKernel) -> tuple[int, object]:
     return kernel.job.kernel()
 
 
-# each register block's speed relative to the wide one's, all without padding, by the register file's size
-# (measured: the narrow 0.97; the one-vector block, 1x1 convolutions of 16 output channels on 32 zmm, ~0.9; on
-# 16 ymm (Zen 3), 1x1 convolutions of 28-40 output channels per group, 0.67-0.69: there it broadcasts a
-# row of A for each FMA; the three-vector block on 32 zmm 1.02-1.13, counted as 1.0: the wide one on ties)
-BLOCK_SPEEDS = {32: (1.0, 0.97, 0.9, 1.0), 16: (1.0, 0.97, 0.7)}
-
-
 def choose_kernel(n: int, k: int) -> GemmKernel:
     """The microkernel for a product `n` columns wide over `k` (at the current ISA level): of the level's
-    register blocks (`register_blocks`), the one whose useful share of computed columns, times
-    its speed, is highest (the widest on ties)."""
+    register blocks (`register_blocks`), the one whose useful share of computed columns, times its speed
+    on this machine (`block_speeds`), is highest (the widest on ties)."""
     from ...targets.llvm import jit
     from ...targets.llvm.gemm import register_blocks
+    from .block_speeds import block_speeds
     level = jit.host().level
 
     def useful(vectors: int) -> float:   # the share of computed columns that are part of N
         nr = vectors * level.f32_lanes
         return n / (-(-n // nr) * nr)
 
-    blocks, speeds = register_blocks(level.vector_registers), BLOCK_SPEEDS[32 if level.vector_registers >= 32 else 16]
+    blocks, speeds = register_blocks(level.vector_registers), block_speeds(block_rates)
     best = max(range(len(blocks)), key=lambda i: (useful(blocks[i][1]) * speeds[i], -i))
     return kernel_for(*blocks[best])
+
+
+def block_rates(blocks: tuple[tuple[int, int, int], ...]) -> list[float]:
+    """Multiply-adds per second of each register block (mr, vectors, unroll) on one product, on this thread
+    (one core's rates; `block_speeds`): rows and columns whole blocks and panels of every block, more row
+    blocks than ask for B ahead, RATE_DEPTH deep (L2-resident), the blocks alternating, best of RATE_ROUNDS."""
+    kernels = [kernel_for(*block) for block in blocks]
+    rows = 2 * math.lcm(*(kernel.mr for kernel in kernels))
+    columns = math.lcm(*(kernel.nr for kernel in kernels))
+    rng = np.random.default_rng(0)
+    a = aligned_empty(rows * RATE_DEPTH * 4).view(np.float32).reshape(rows, RATE_DEPTH)
+    a[...] = rng.standard_normal(a.shape, dtype=np.float32)
+    b = rng.standard_normal((RATE_DEPTH, columns), dtype=np.float32)
+    launches = []
+    for kernel in kernels:
+        out = aligned_empty(rows * columns * 4).view(np.float32).reshape(rows, columns)
+        launches.append(replace(prepare(a, pack(b, kernel), out), threads=1, held=(a, out)))
+    best = [math.inf] * len(launches)
+    for _ in range(RATE_ROUNDS):
+        for i, launch in enumerate(launches):
+            calls, start = 0, time.perf_counter()
+            while (elapsed := time.perf_counter() - start) < RATE_SECONDS:
+                launch.run()
+                calls += 1
+            best[i] = min(best[i], elapsed / calls)
+    return [rows * columns * RATE_DEPTH / seconds for seconds in best]
 
 
 @dataclass(frozen=True)
@@ -192,9 +216,10 @@ class PackedB:
         return self.data.transpose(1, 0, 2).reshape(self.k, -1)[:, :self.n]
 
 
-def pack(b: np.ndarray) -> PackedB:
+def pack(b: np.ndarray, kernel: GemmKernel | None = None) -> PackedB:
+    """B [K, N] packed panel by panel for `kernel` (default: the one `choose_kernel` picks)."""
     k, n = b.shape
-    kernel = choose_kernel(n, k)
+    kernel = kernel or choose_kernel(n, k)
     panels = -(-n // kernel.nr)
     data = aligned_empty(panels * k * kernel.nr * 4).view(np.float32).reshape(panels, k, kernel.nr)
     full = n // kernel.nr
