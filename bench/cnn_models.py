@@ -5,11 +5,12 @@ Exported from Hugging Face `transformers` with random weights (PyTorch's classic
 standard deviation (`unit_variance`), as a trained network's activations stay near 1: at transformers'
 initialisation EfficientNet-B0's activations shrank by about half a decade per block to subnormal floats
 and then to zero (its output was all zeros and its time that of subnormal arithmetic, 6% of its values,
-which Intel cores run about a hundred times slower) and MobileNet-V2's to 1e-21. ResNet-50 (3×3/1×1 residual blocks), MobileNet-V2 (inverted residuals with depthwise
-convolutions, Relu6), EfficientNet-B0 (depthwise 3×3/5×5, squeeze-excitation, SiLU), RegNetY-400MF
-(grouped convolutions with squeeze-excitation) and ConvNeXt-T (7×7 depthwise blocks with a channels-last
-LayerNorm between permutes). Built here with onnx.helper: a decoder of ConvTranspose layers (the upsampling
-path of segmentation networks). Files are cached under bench/models/ like the other models.
+which Intel cores run about a hundred times slower) and MobileNet-V2's to 1e-21. ResNet-50 (3×3/1×1
+residual blocks), MobileNet-V2 (inverted residuals with depthwise convolutions, Relu6), EfficientNet-B0
+(depthwise 3×3/5×5, squeeze-excitation, SiLU), RegNetY-400MF (grouped convolutions with squeeze-excitation)
+and ConvNeXt-T (7×7 depthwise blocks with a channels-last LayerNorm between permutes). Built here with
+onnx.helper: a decoder of ConvTranspose layers (the upsampling path of segmentation networks). Files are
+cached under bench/models/ like the other models.
 """
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def unit_variance(model, image) -> None:
     def rescale(module, inputs, output):
         std = output.std()
         if not torch.isfinite(std) or std == 0:
-            raise ValueError(f"{type(module).__name__} output's standard deviation is {float(std)}: nothing to scale")
+            raise ValueError(f"{type(module).__name__} output's standard deviation is {float(std)}: "
+                             "nothing to scale")
         module.weight.data /= std
         if module.bias is not None:
             module.bias.data /= std

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import threading
 from typing import Callable
 
 from ...version import __version__
@@ -31,6 +32,7 @@ from ..caches.kernel_cache import default_directory, note, offered, seal, unseal
 
 ENV = "SNIPJIT_BLOCK_SPEEDS"
 STEP = 0.01
+_measuring = threading.Lock()   # (threads planning at once measure once, not against each other)
 
 
 def block_speeds(measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
@@ -50,8 +52,13 @@ def block_speeds(measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
     return speeds
 
 
-@functools.cache
 def _speeds(key: str, registers: int, measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
+    with _measuring:
+        return _kept_or_measured(key, registers, measure)
+
+
+@functools.cache
+def _kept_or_measured(key: str, registers: int, measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
     from ...targets.llvm.gemm import register_blocks
     blocks = register_blocks(registers)
     directory = default_directory()

@@ -19,9 +19,9 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.delenv("SNIPJIT_CACHE", raising=False)
     monkeypatch.delenv(bs.ENV, raising=False)
     monkeypatch.setattr(kernel_cache, "_offered", {})
-    bs._speeds.cache_clear()
+    bs._kept_or_measured.cache_clear()
     yield tmp_path / "kernels"
-    bs._speeds.cache_clear()
+    bs._kept_or_measured.cache_clear()
 
 
 def blocks():
@@ -41,7 +41,7 @@ def test_each_block_is_measured_once_and_the_result_kept_on_disk(fresh):
     # a new process reads the file instead of measuring: here, the speeds written into it
     written = (1.0,) + (0.5,) * (len(speeds) - 1)
     path.write_bytes(bs._entry(key(), written))
-    bs._speeds.cache_clear()
+    bs._kept_or_measured.cache_clear()
     assert bs.block_speeds(gemm.block_rates) == written
 
 
@@ -52,7 +52,7 @@ def test_an_unreadable_or_mismatched_file_is_measured_again(fresh):
     for data in (b"not an entry", path.read_bytes()[:-3], bs._entry(key(), (1.0,)), bs._entry("other", (1.0,) * count),
                  bs._entry(key(), (1.0,) + (1.5,) * (count - 1))):
         path.write_bytes(data)
-        bs._speeds.cache_clear()
+        bs._kept_or_measured.cache_clear()
         speeds = bs.block_speeds(gemm.block_rates)
         assert len(speeds) == count and all(0.2 < s <= 1.0 for s in speeds)
         assert bs._decoded(path.read_bytes(), key(), count) == speeds
