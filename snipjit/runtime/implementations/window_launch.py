@@ -136,10 +136,12 @@ def pack_depthwise(w: np.ndarray) -> PackedDepthwise:
 
 def _reuses(window: "Window") -> bool:
     """Whether a kernel reusing inputs across pixels takes the window: its kernel width, column stride and
-    column dilation 1, and a kernel height no larger than the widths (a depthwise or max pool kernel unrolls
-    its kernel rows: a global max pool over 64×5 pixels took 30 s to compile)."""
+    column dilation 1, a kernel height no larger than the widths (a depthwise or max pool kernel unrolls
+    its kernel rows: a global max pool over 64×5 pixels took 30 s to compile), and left and right pads
+    narrower than the window (its blocks at the edges check only their first and last KW - 1 columns)."""
+    _, left, _, right = window.pads
     return (window.kernel[1] in REUSE_WIDTHS and window.kernel[0] <= max(REUSE_WIDTHS)
-            and window.strides[1] in REUSE_STRIDES and window.dilations[1] == 1)
+            and window.strides[1] in REUSE_STRIDES and window.dilations[1] == 1 and max(left, right) < window.kernel[1])
 
 
 def grouped_width(w_shape: tuple[int, ...], groups: int, window: "Window") -> int:

@@ -92,16 +92,24 @@ def depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipp
     else:
         weights = [[None] * kw for _ in kernel_rows]
     zeros = g.at(g.p["params"], _c(ZEROS))
-    # LLVM's own addresses for few columns and in a block of two output rows (`paired`; made in the loop,
-    # AVX-512's blocks of two 8-pixel rows spilled two vectors)
-    made = not clipped and columns > FEW_COLUMNS and not paired
-    addresses = column_addresses(g, g.at(x_row, cv), columns) if made else []
+    # a block's columns are made (`column_addresses`) where there are more than a few, and not in a block of
+    # two output rows (`paired`; made in the loop, AVX-512's blocks of two 8-pixel rows spilled two vectors):
+    # LLVM's own addresses there. Clipped, only the first and last kw - 1 columns can lie outside the input
+    # (the launch keeps the pads narrower than the window): the others are made too where they are more than
+    # a few, else every column is checked (with LLVM's addresses for some, it loaded them early and spilled)
+    edge = kw - 1 if clipped else 0
+    middle = range(edge, max(edge, columns - edge))
+    if clipped and (paired or len(middle) <= FEW_COLUMNS):
+        middle = range(0)
+    made = len(middle) > FEW_COLUMNS and not paired
+    first = g.at(x_row, b.add(b.mul(d["C"], _c(edge)), cv))
+    addresses = dict(zip(middle, column_addresses(g, first, len(middle)))) if made else {}
     for j in range(columns):
-        if made:
+        if j in addresses:
             x = g.load(addresses[j])
         else:
             address = g.at(x_row, b.mul(d["C"], _c(j)))
-            if clipped:
+            if j not in middle:
                 address = b.select(b.icmp_unsigned("<", b.add(blk.kw_lo, _c(j)), d["W"]), address, zeros)
             x = g.load(g.at(address, cv))
         touched = []

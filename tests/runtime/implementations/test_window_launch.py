@@ -417,3 +417,19 @@ def test_mismatched_arguments_are_named():
     with pytest.raises(ValueError, match="does not fit"):
         wl.prepare_pool("max", np.zeros((1, 2, 2, 4), np.float32), np.zeros((1, 1, 1, 4), np.float32),
                         wl.Window((5, 5)))
+
+
+
+@pytest.mark.parametrize("pads", [(1, 3, 1, 0), (0, 0, 2, 4), (2, 5, 2, 5)])
+def test_pads_as_wide_as_the_window_take_the_tap_loop(level, pads):
+    """A kernel reusing inputs checks only its edge blocks' first and last KW - 1 columns against the input:
+    with a left or right pad of KW or more, the window runs on the tap loop (and agrees with the reference)."""
+    window = wl.Window((3, 3), (1, 1), pads)
+    assert not wl._reuses(window) and wl._reuses(wl.Window((3, 3), (1, 1), (pads[0], 2, pads[2], 2)))
+    rng = np.random.default_rng(1)
+    x, weights, bias = nhwc(rng, 1, 6, 7, 19), nhwc(rng, 19, 1, 3, 3), nhwc(rng, 19)
+    out = np.full((1, *window.output_size(6, 7), 19), np.nan, np.float32)
+    launch = wl.prepare_depthwise(x, wl.pack_depthwise(weights), bias, None, out, window)
+    assert launch.kernel.shape.kw == 0   # (the tap loop's kernel)
+    launch.run()
+    check(out, reference(x, "madd", window, weights, bias))
