@@ -101,9 +101,10 @@ def depthwise_input_row(g: WindowBuilder, blk: BlockArgs, pixels: int, cv, clipp
     middle = range(edge, max(edge, columns - edge))
     if clipped and (paired or len(middle) <= FEW_COLUMNS):
         middle = range(0)
-    made = len(middle) > FEW_COLUMNS and not paired
-    first = g.at(x_row, b.add(b.mul(d["C"], _c(edge)), cv))
-    addresses = dict(zip(middle, column_addresses(g, first, len(middle)))) if made else {}
+    addresses = {}
+    if len(middle) > FEW_COLUMNS and not paired:
+        first = g.at(x_row, b.add(b.mul(d["C"], _c(middle.start)), cv))
+        addresses = dict(zip(middle, column_addresses(g, first, len(middle))))
     for j in range(columns):
         if j in addresses:
             x = g.load(addresses[j])
