@@ -42,25 +42,23 @@ def block_speeds(measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
     from ...targets.llvm import jit
     from ...targets.llvm.gemm import register_blocks
     host = jit.host()
-    count = len(register_blocks(host.level.vector_registers))
+    blocks = register_blocks(host.level.vector_registers)
     setting = os.environ.get(ENV, "")
     if setting:
-        return parse_setting(setting, count)
+        return parse_setting(setting, len(blocks))
     key = _key(host.cpu, host.features)
-    speeds = _decoded(offered(key), key, count) or _speeds(key, host.level.vector_registers, measure)
+    speeds = _decoded(offered(key), key, len(blocks)) or _speeds(key, blocks, measure)
     note(key, lambda: _entry(key, speeds))   # (a saved model carries them: loaded, it packs for the same blocks)
     return speeds
 
 
-def _speeds(key: str, registers: int, measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
+def _speeds(key: str, blocks: tuple, measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
     with _measuring:
-        return _kept_or_measured(key, registers, measure)
+        return _kept_or_measured(key, blocks, measure)
 
 
 @functools.cache
-def _kept_or_measured(key: str, registers: int, measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
-    from ...targets.llvm.gemm import register_blocks
-    blocks = register_blocks(registers)
+def _kept_or_measured(key: str, blocks: tuple, measure: Callable[[tuple], list[float]]) -> tuple[float, ...]:
     directory = default_directory()
     path = None if directory is None else directory / f"{key}.speeds"
     if path is not None and path.exists():
