@@ -91,7 +91,7 @@ def join_native_steps(calls: list[tuple], slots: list, changing: set[int]) -> li
 def _native_step(call: tuple, slots: list, changing: set[int]) -> NativeStep | None:
     mode, launcher, ins, outs = call[:4]
     args = list(ins) + list(outs)
-    if mode != "launch" or not hasattr(launcher, "native_step") or \
-            any(s < 0 or s in changing or slots[s] is None for s in args):
+    if mode != "launch" or not hasattr(launcher, "native_step") or any(s < 0 for s in outs) or \
+            any(s >= 0 and (s in changing or slots[s] is None) for s in args):
         return None
-    return launcher.native_step([slots[s] for s in args])
+    return launcher.native_step([slots[s] if s >= 0 else None for s in args])   # (s < 0: an absent input)

@@ -214,12 +214,16 @@ class Request:
     def _prebind(self, step, mode: str, slots: list, plan: ResolvedPlan, types):
         """A launcher with argument arrays prepared once, for kernels that offer one (`bind`)."""
         args = step.in_slots + step.out_slots
-        if mode != "into" or not step.kernel.binds or any(s < 0 or types[s] is None for s in args):
+        if mode != "into" or not step.kernel.binds or any(s < 0 or types[s] is None for s in step.out_slots) \
+                or any(s >= 0 and types[s] is None for s in step.in_slots):
             return None
         changing = set(self.program.input_slots) | set(plan.escaping)
         fixed = {i: slots[s] for i, s in enumerate(args)   # (a slice of a Concat's output read where it is too)
-                 if s not in changing and isinstance(slots[s], np.ndarray) and step.kernel.reads_in_place(i, slots[s])}
-        return step.kernel.bind([types[s].shape for s in step.in_slots], fixed, len(step.out_slots))
+                 if s >= 0 and s not in changing and isinstance(slots[s], np.ndarray)
+                 and step.kernel.reads_in_place(i, slots[s])}
+        fixed.update((i, None) for i, s in enumerate(step.in_slots) if s < 0)   # (absent optional inputs)
+        return step.kernel.bind([types[s].shape if s >= 0 else None for s in step.in_slots], fixed,
+                                len(step.out_slots))
 
     def _recycle(self, slot: int, t: TensorType | None) -> np.ndarray | None:
         """Last run's output buffer when nobody else holds it or a view of it any more, else a new one,

@@ -187,8 +187,13 @@ class PreparedLaunch:
 
     def _prepare(self, arrays: list) -> None:
         self.call = self.prepare(arrays)
-        self.seen = [(i, weakref.ref(arrays[i])) for i in
+        self.seen = [(i, _absent if arrays[i] is None else weakref.ref(arrays[i])) for i in
                      (range(len(arrays)) if self.watched is None else self.watched)]
+
+
+def _absent() -> None:
+    """What an absent optional input's reference gives: None, as the argument always is."""
+    return None
 
 
 class ReferenceKernel(Kernel):

@@ -153,6 +153,31 @@ def test_squeeze_excitation_s_sigmoid_is_computed_per_channel_in_the_conv_kernel
     assert not [s for s in cm.plan if "Sigmoid" in s.ops]
 
 
+def prepares(monkeypatch) -> list:
+    """The channels-last Convs whose launch is prepared, as they are."""
+    from snipjit.runtime.implementations.channels_last import ConvKernel
+    prepared, original = [], ConvKernel.prepare
+    monkeypatch.setattr(ConvKernel, "prepare", lambda self, *a: prepared.append(self) or original(self, *a))
+    return prepared
+
+
+def test_a_step_with_an_absent_input_is_prepared_once(monkeypatch):
+    """A Conv without bias that adds a residual (inputs x, w, absent, residual) prepares its launch on the first
+    run only, and joins the native segment."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", [1, 8, 6, 6])
+    y = b.Conv(b.Relu(b.Conv(x, b.const(randn(8, 8, 3, 3, scale=0.2)), pads=[1, 1, 1, 1])),
+               b.const(randn(8, 8, 1, 1, scale=0.3)))
+    b.output(b.Relu(b.Add(y, b.Relu(x))), "y")
+    prepared = prepares(monkeypatch)
+    cm = check(b.build(), {"x": randn(1, 8, 6, 6)})
+    assert any(s.node.inputs[2:] == [None, s.node.inputs[3]] for s in cm.plan if len(s.node.inputs) == 4)
+    prepared.clear()
+    for _ in range(3):
+        cm.run({"x": randn(1, 8, 6, 6)})
+    assert not prepared
+
+
 def test_convs_write_straight_into_their_concat():
     """A SqueezeNet fire module: the two expand convs' outputs are slices of the Concat's output, so the
     Concat copies nothing; a Concat whose input has another reader still copies."""
