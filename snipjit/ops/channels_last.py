@@ -8,7 +8,9 @@ NCHW to NHWC (the weights and bias of Conv and ConvTranspose keep their ONNX lay
 inference and reference kernel are the ONNX op's, wrapped in the two transposes. Conv's
 `input_layout = "NCHW"` reads an NCHW input (a network's image) and still gives an NHWC output; an
 optional fourth input, `residual` (NHWC, the output's shape), is added to it and then its `activation`
-(see `ACTIVATIONS`) applied, so the kernel can compute both before the store.
+(see `ACTIVATIONS`) applied, so the kernel can compute both before the store; an optional fifth, `scale`
+([N, 1, 1, C], an NHWC input only), multiplies the input's channels per image first (squeeze-excitation's
+gate, which a 1×1 convolution's kernel folds into its weights).
 """
 from __future__ import annotations
 
@@ -61,7 +63,9 @@ def _nchw_context(ctx: OpContext) -> OpContext:
         raise ctx.fail(f"activation must be one of {sorted(ACTIVATIONS)} or empty, got {ctx.attrs['activation']!r}")
     attrs = {k: v for k, v in ctx.attrs.items() if k not in ("input_layout", "activation")}
     x = x if _reads_nchw(ctx) else _permuted(x, TO_NCHW)
-    rest = ctx.in_types[1:3] if ctx.op == "Conv" else ctx.in_types[1:]   # (without Conv's residual)
+    rest = ctx.in_types[1:3] if ctx.op == "Conv" else ctx.in_types[1:]   # (without Conv's residual and scale)
+    if ctx.op == "Conv" and len(ctx.in_types) > 4 and ctx.in_types[4] is not None:
+        _check_scale(ctx, ctx.in_types[0], ctx.in_types[4])
     if ctx.op == "Conv" and len(ctx.in_types) > 3 and ctx.in_types[3] is not None and ctx.out_types:
         out = ctx.out_types[0]
         residual = ctx.in_types[3].shape
@@ -72,6 +76,19 @@ def _nchw_context(ctx: OpContext) -> OpContext:
                      [_permuted(t, TO_NCHW) for t in ctx.out_types])
 
 
+def _check_scale(ctx: OpContext, x: TensorType | None, scale: TensorType) -> None:
+    """A Conv's input scale: [N, 1, 1, C] of its NHWC input [N, H, W, C], as far as the shapes are known."""
+    if _reads_nchw(ctx):
+        raise ctx.fail("an input scale needs an NHWC input (input_layout NHWC)")
+    if scale.shape is None or x is None or x.shape is None:
+        return
+    expected = (x.shape[0], 1, 1, x.shape[3])
+    if len(scale.shape) != 4 or any(isinstance(a, int) and isinstance(b, int) and a != b
+                                    for a, b in zip(scale.shape, expected)):
+        raise ctx.fail(f"the input scale {list(scale.shape)} must be [N, 1, 1, C] of the input "
+                       f"{list(x.shape)}")
+
+
 def _register(name: str) -> None:
     onnx_op = get_op(name)
 
@@ -80,6 +97,8 @@ def _register(name: str) -> None:
 
     def reference(ctx: OpContext, x, *rest):
         residual = rest[2] if name == "Conv" and len(rest) > 2 else None
+        if name == "Conv" and len(rest) > 3 and rest[3] is not None:
+            x = evaluate("Mul", [x, rest[3]])[0]
         rest = rest[:2] if name == "Conv" else rest
         (y, *_) = onnx_op.run(_nchw_context(ctx), [x if _reads_nchw(ctx) else np.transpose(x, TO_NCHW), *rest])
         if residual is not None:
@@ -91,7 +110,7 @@ def _register(name: str) -> None:
 
     reference.__doc__ = f"ONNX {name} on an NHWC input, giving an NHWC output."
     attrs = {**onnx_op.attrs, "input_layout": "NHWC", "activation": ""} if name == "Conv" else onnx_op.attrs
-    inputs = (2, 4) if name == "Conv" else onnx_op.inputs   # Conv: x, w, bias, residual
+    inputs = (2, 5) if name == "Conv" else onnx_op.inputs   # Conv: x, w, bias, residual, scale
     register(name, onnx_op.category, infer=infer, attrs=attrs, inputs=inputs, outputs=1,
              domain=DOMAIN)(reference)
 

@@ -22,6 +22,7 @@ from .mark_skipped import mark_skipped_by_plugin
 from .pool_before_pointwise_conv import pool_before_pointwise_conv
 from .postpone_broadcast import postpone_broadcast
 from .quantized_products import quantized_products
+from .scale_into_pointwise_conv import scale_into_pointwise_conv
 from .simplify_shapes import simplify_shapes
 from .split_runtime_constants import split_runtime_constants_pass
 from .tokenize import tokenize_snippets
@@ -60,7 +61,8 @@ def default_pipeline(options: dict) -> list[GraphPass]:
     passes += [GraphPass("FusePadIntoConv", fuse_pad_into_conv),
                GraphPass("PoolBeforePointwiseConv", pool_before_pointwise_conv)]
     if options.get("channels_last", True):
-        passes.append(GraphPass("ChannelsLast", channels_last))
+        passes += [GraphPass("ChannelsLast", channels_last),
+                   GraphPass("ScaleIntoPointwiseConv", scale_into_pointwise_conv)]
     if options.get("fuse", True):
         passes += [GraphPass("FuseAttentionProjections", fuse_attention_projections),
                    GraphPass("ActivationsBeforeReshapes", activations_before_reshapes),

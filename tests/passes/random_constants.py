@@ -1,8 +1,11 @@
 """Graphs for pass tests, written in the text form with elided constants that get random values."""
+from typing import Callable
+
 import numpy as np
 
 from snipjit import parse_graph
 from snipjit.ir.graph import Graph
+from snipjit.ops.interpreter import run_graph_reference
 
 
 def parse_random(text: str) -> Graph:
@@ -13,3 +16,16 @@ def parse_random(text: str) -> Graph:
         if v.dtype.is_float and not v.data.any():
             v.data = rng.standard_normal(v.data.shape).astype(v.data.dtype)
     return g
+
+
+def rewritten_by(graph_pass: Callable[[Graph], Graph], text: str) -> Graph:
+    """`graph_pass` applied to a copy of `text`'s graph, checked to be valid and to compute what the original does
+    on random inputs (the reference interpreter, to rounding)."""
+    before = parse_random(text)
+    after = graph_pass(before.copy())
+    after.validate()
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(v.shape).astype(np.float32) for v in before.inputs]
+    for want, got in zip(run_graph_reference(before, inputs), run_graph_reference(after, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    return after

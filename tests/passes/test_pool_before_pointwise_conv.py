@@ -1,23 +1,14 @@
 """PoolBeforePointwiseConv: an average pool of a 1×1 convolution's output pools its input instead (the
 convolution then runs on the pooled map); any pool or convolution where the two do not commute stays."""
-import numpy as np
 import pytest
 
-from snipjit.ops.interpreter import run_graph_reference
 from snipjit.passes.pool_before_pointwise_conv import pool_before_pointwise_conv
 
-from random_constants import parse_random
+from random_constants import parse_random, rewritten_by
 
 
 def rewritten(text: str):
-    before = parse_random(text)
-    after = pool_before_pointwise_conv(before.copy())
-    after.validate()
-    rng = np.random.default_rng(1)
-    inputs = [rng.standard_normal(v.shape).astype(np.float32) for v in before.inputs]
-    for want, got in zip(run_graph_reference(before, inputs), run_graph_reference(after, inputs)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    return after
+    return rewritten_by(pool_before_pointwise_conv, text)
 
 
 def transition(conv: str = "{kernel_shape = [1, 1]}", pool: str = "AveragePool(c) {kernel_shape = [2, 2], strides = [2, 2]}",

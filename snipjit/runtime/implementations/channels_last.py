@@ -248,9 +248,13 @@ class ConvKernel(WeightedKernel):
             return None
         geometry, bias = self.geometry(x), self._total_bias()
         residual = inputs[3] if len(inputs) > 3 else None
-        if (self.depthwise or self.group_width) and residual is not None:
-            return None   # (the window kernel adds no residual: the reference does)
-        if self.depthwise or self.group_width:
+        scale = inputs[4] if len(inputs) > 4 else None
+        windowed = self.depthwise or self.group_width
+        if (windowed and residual is not None) or (scale is not None and (windowed or self.tile)):
+            return None   # (the window kernels add no residual, Winograd's takes no scale: the reference does)
+        if scale is not None and not (scale.dtype == np.float32 and scale.flags.c_contiguous):
+            return None
+        if windowed:
             window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)
             prepare = window_launch.prepare_grouped if self.group_width else window_launch.prepare_depthwise
             return prepare(x, self.packed, bias, self.clamp, y, window, repeats, self.activation)
@@ -260,7 +264,7 @@ class ConvKernel(WeightedKernel):
             return winograd_launch.prepare_winograd(x, self.packed, y, geometry, bias, self.clamp, repeats,
                                                     self.activation, residual)
         return conv_launch.prepare_conv(x, self.packed, y, geometry, bias, self.clamp, repeats, self.planar,
-                                        self.activation, residual)
+                                        self.activation, residual, scale)
 
     def reference_epilogue(self, y):
         if self.added is not None:

@@ -92,13 +92,37 @@ def conv_kernel(packed: PackedConv, geometry: ConvGeometry, planar: bool = False
 
 
 def _pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.ndarray, bias: np.ndarray | None,
-               clamp: np.ndarray | None, residual: np.ndarray | None, repeats: bool) -> GemmLaunch:
-    """A 1×1 convolution as the product of the pixels' rows by the weights (`conv_kernel`)."""
+               clamp: np.ndarray | None, residual: np.ndarray | None, repeats: bool,
+               scale: np.ndarray | None = None) -> GemmLaunch | None:
+    """A 1×1 convolution as the product of the pixels' rows by the weights (`conv_kernel`); with a `scale` of
+    the input's channels per image, an image a product (by its own scaled copy of each panel of weights)."""
+    if scale is not None:
+        return _scaled_pointwise(x, packed, kernel, out, bias, clamp, residual, repeats, scale)
     ptrs = kernel_pointers(A=x, B=packed.data, C=out, bias=bias, clamp=clamp, residual=residual)
     return packed_product(kernel, packed.groups, x.shape[0] * x.shape[1] * x.shape[2], packed.k, packed.n, ptrs,
                           packed, lda=x.shape[3], a_batch=packed.cg, ldc=out.strides[2] // 4, c_batch=packed.n,
                           bias=bias, bias_batch=packed.n, ldr=0 if residual is None else residual.strides[2] // 4,
                           repeats=repeats, held=(clamp,), interleaved=packed.groups > 1)
+
+
+def _scaled_pointwise(x: np.ndarray, packed: PackedConv, kernel: GemmKernel, out: np.ndarray,
+                      bias: np.ndarray | None, clamp: np.ndarray | None, residual: np.ndarray | None, repeats: bool,
+                      scale: np.ndarray) -> GemmLaunch | None:
+    """conv(x · scale) for a 1×1 convolution of one group, scale [images, 1, 1, C]: image i's product reads
+    the weights' rows times scale[i] (copied so by each work item), the same as scaling x's H·W·C values
+    first, in K·NR multiplies a work item. None (not taken) for a residual laid out unlike the output."""
+    images, h, w, c = x.shape
+    if packed.groups != 1 or scale.shape != (images, 1, 1, c) or scale.dtype != np.float32 \
+            or not scale.flags.c_contiguous:
+        raise ValueError(f"an input scale of a convolution of {packed.groups} group(s) on {list(x.shape)} must be "
+                         f"float32 [{images}, 1, 1, {c}] of one group, got {scale.dtype}{list(scale.shape)}")
+    if residual is not None and residual.strides != out.strides:
+        return None
+    ptrs = kernel_pointers(A=x, B=packed.data, C=out, bias=bias, clamp=clamp, residual=residual, scale=scale)
+    return packed_product(kernel, images, h * w, packed.k, packed.n, ptrs, packed, lda=c, a_batch=h * w * c,
+                          ldc=out.strides[2] // 4, c_batch=out.strides[0] // 4, bias=bias,
+                          ldr=0 if residual is None else residual.strides[2] // 4, repeats=repeats,
+                          held=(clamp, scale), shared_weights=True, scale_batch=c)
 
 
 def pixel_rows(out: np.ndarray) -> bool:
@@ -130,12 +154,13 @@ def _clamp_array(clamp: tuple[float, float] | None) -> np.ndarray | None:
 def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: ConvGeometry,
                  bias: np.ndarray | None = None, clamp: tuple[float, float] | None = None,
                  repeats: bool = False, planar: bool = False, activation: str = "",
-                 residual: np.ndarray | None = None) -> GemmLaunch | None:
-    """The launch computing out = conv(x) (+ bias, + `residual` (an NHWC tensor of out's shape), then
+                 residual: np.ndarray | None = None, scale: np.ndarray | None = None) -> GemmLaunch | None:
+    """The launch computing out = conv(x · scale) (+ bias, + `residual` (an NHWC tensor of out's shape), then
     `activation`, a math-library function, then clamped) with x [images, H, W, C] (`planar`:
-    [images, C, H, W]) and out [images, OH, OW, O] channels-last; None when the JIT is not available or
-    there is nothing to multiply (an empty output or no input channels). Shapes that do not fit the
-    weights and the geometry raise ValueError."""
+    [images, C, H, W]) and out [images, OH, OW, O] channels-last; `scale` (optional, a 1×1 convolution of
+    stride 1 and one group only): [images, 1, 1, C]. None when the JIT is not available, there is nothing
+    to multiply (an empty output or no input channels) or a scale comes with another convolution. Shapes
+    that do not fit the weights and the geometry raise ValueError."""
     if not available():
         return None
     images, h, w, c = (x.shape[0], *x.shape[2:], x.shape[1]) if planar else x.shape
@@ -161,7 +186,9 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
         return None
     clamp_values = _clamp_array(clamp)
     if not kernel.shape.conv:   # (a 1×1 convolution as a product)
-        return _pointwise(x, packed, kernel, out, bias, clamp_values, residual, repeats)
+        return _pointwise(x, packed, kernel, out, bias, clamp_values, residual, repeats, scale)
+    if scale is not None:
+        return None
     (kh, kw), (sh, sw), (dh, dw) = geometry.kernel, geometry.strides, geometry.dilations
     # a kernel row's taps are one run of the image's channels (one group, no dilation along the row): one K
     # loop per kernel row, where a tap's own would be short (one thread, Zen 3: 3x3 windows of 3, 16 and 32

@@ -18,7 +18,9 @@ scratch)` computes items [begin, end).
   residual connection's Add); then the `activation`; then clamp: null, or [lo, hi] the stored values
   are clamped to (Relu, Clip; NaN stays NaN); zeros: what a tap in the padding reads (a convolution's
   `cg` channels, channel_stride apart; a kernel row of taps: a planar image's, (KW-1)·dil_w + 1 floats,
-  and with `row_taps`, KW·cg).
+  and with `row_taps`, KW·cg). Plain products only: scale: null, or per batch entry (scale_batch apart) K
+  factors row k of B is multiplied by (an image's channel scale, squeeze-excitation's, folded into the
+  weights of the 1×1 convolution reading it: the panel is copied scaled, as `pack` copies it).
 - dims: see `DIMS`. Strides are in elements. b_panel_stride is NR for a row-major B, K·NR for B packed
   panel by panel (then ldb = NR and `padded` != 0: every panel is NR wide, zeros past N; a convolution's
   B always is, and its kernel reads ldb as the constant NR). `pack` != 0:
@@ -77,14 +79,14 @@ from .counted_loop import I64, CountedLoop, i64 as _c
 from .gemm_builder import (LINE_FLOATS, GemmBuilder, Panel, Prefetch, apply_activation, by_rows, clamp_to_bounds, flat,
                            k_loop)
 from .implicit_gemm import conv_taps, first_pixel, interior, next_pixel, one_row, output_pixels, window_rows
-from .vector_builder import I1
+from .vector_builder import F32, I1
 DIMS = ("M", "K", "N", "lda", "ldb", "b_panel_stride", "ldc", "panels", "a_batch", "b_batch", "c_batch",
         "chunks", "chunk_rows", "pack", "padded", "kc", "bias_batch",
         # a convolution kernel's input geometry (see `MicroKernel.conv`)
         "cg", "H", "W", "OH", "OW", "KW", "stride_h", "stride_w", "pad_t", "pad_l", "dil_h", "dil_w",
         "image_stride", "pixel_stride", "channel_stride", "ldr", "c_image", "c_row", "row_taps",
-        "interleaved", "batches")
-PTRS = ("A", "B", "C", "bias", "clamp", "zeros", "residual")
+        "interleaved", "batches", "scale_batch")
+PTRS = ("A", "B", "C", "bias", "clamp", "zeros", "residual", "scale")
 
 
 @dataclass(frozen=True)
@@ -138,9 +140,10 @@ def register_blocks(registers: int) -> tuple[tuple[int, int, int], ...]:
     return (4, 3, 4), (6, 2, 4), (8, 1, 1)
 
 
-def _copy_panel(g: GemmBuilder, panel, masks, copy) -> tuple:
+def _copy_panel(g: GemmBuilder, panel, masks, copy, scaled, scale) -> tuple:
     """When `copy` holds, copy the K × NR panel at `panel` (row stride ldb, lanes past N as 0) to the
-    scratchpad; returns where the FMA loop reads B and its row stride."""
+    scratchpad, each row k times scale[k] where `scaled` (a channel scale of the input folded into the
+    weights); returns where the FMA loop reads B and its row stride."""
     b, d, shape = g.b, g.d, g.shape
 
     def copied():
@@ -148,8 +151,11 @@ def _copy_panel(g: GemmBuilder, panel, masks, copy) -> tuple:
         rows.enter()
         src = g.at(panel, b.mul(rows.index, d["ldb"]))
         dst = g.at(g.scratch, b.mul(rows.index, _c(shape.nr)))
+        factor = g.branches(scaled, lambda: [b.load(g.at(scale, rows.index), typ=F32)],
+                            lambda: [ir.Constant(F32, 1.0)])[0]   # (x · 1 is x, NaN and -0 too)
         for v, mask in enumerate(masks):
-            g.store(g.load(g.at(src, _c(v * shape.lanes)), mask), g.at(dst, _c(v * shape.lanes)))
+            value = b.fmul(g.load(g.at(src, _c(v * shape.lanes)), mask), g.splat(factor, F32))
+            g.store(value, g.at(dst, _c(v * shape.lanes)))
         rows.leave()
         return [g.scratch, _c(shape.nr)]
 
@@ -308,9 +314,11 @@ def gemm_module(shape: MicroKernel) -> ir.Module:
     if shape.conv:   # a convolution's weights are always packed (ldb = NR: a constant frees a register)
         b_base, ldb = b_panel, _c(nr)
     else:
-        copy = b.or_(b.icmp_signed("!=", d["pack"], _c(0)),
+        scale = g.pointer("scale")
+        scaled = b.icmp_unsigned("!=", scale, g.null)
+        copy = b.or_(b.or_(b.icmp_signed("!=", d["pack"], _c(0)), scaled),
                      b.and_(b.icmp_signed("==", d["padded"], _c(0)), b.not_(full)))
-        b_base, ldb = _copy_panel(g, b_panel, masks, copy)
+        b_base, ldb = _copy_panel(g, b_panel, masks, copy, scaled, g.at(scale, b.mul(batch, d["scale_batch"])))
     bias_masks = [b.and_(m, g.splat(has_bias, I1)) for m in masks]
     bias = g.at(g.bias, b.add(b.mul(batch, d["bias_batch"]), n0))
     initial = [g.load(g.at(bias, _c(v * lanes)), bias_masks[v]) for v in range(vectors)]

@@ -27,12 +27,14 @@ def reference(x_nhwc, w, bias, geometry: conv_launch.ConvGeometry, group: int) -
 
 
 def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-          bias=False, clamp=None, planar=False, activation="", taps_per_k_block=None, residual=False):
+          bias=False, clamp=None, planar=False, activation="", taps_per_k_block=None, residual=False,
+          scaled=False, k_block=None):
     x = rng.standard_normal((images, h, w, c), dtype=np.float32)
     weights = rng.standard_normal((o, c // group, *kernel), dtype=np.float32)
     b = rng.standard_normal(o, dtype=np.float32) if bias else None
+    scale = rng.uniform(-2, 2, (images, 1, 1, c)).astype(np.float32) if scaled else None
     geometry = conv_launch.ConvGeometry(kernel, strides, pads, dilations)
-    want = reference(x, weights, b, geometry, group)
+    want = reference(x if scale is None else x.astype(np.float64) * scale, weights, b, geometry, group)
     extra = rng.standard_normal(want.shape, dtype=np.float32) if residual else None
     want = ACTIVATIONS[activation](want if extra is None else want + extra)
     if clamp is not None:
@@ -42,9 +44,9 @@ def check(rng, images, c, h, w, o, kernel, group=1, strides=(1, 1), pads=(0, 0, 
     out = np.full(want.shape, np.nan, np.float32)
     image = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if planar else x
     launch = conv_launch.prepare_conv(image, packed, out, geometry, b, clamp, planar=planar, activation=activation,
-                                      residual=extra)
-    if taps_per_k_block:
-        launch.dims[DIMS.index("kc")] = taps_per_k_block * (c // group)
+                                      residual=extra, scale=scale)
+    if taps_per_k_block or k_block:
+        launch.dims[DIMS.index("kc")] = k_block or taps_per_k_block * (c // group)
     launch.run()
     depth = c // group * kernel[0] * kernel[1]
     np.testing.assert_allclose(out, want, rtol=0, atol=2e-5 * depth ** 0.5 * max(1.0, np.abs(want).max()))
@@ -86,15 +88,48 @@ def test_pointwise_convolutions_are_plain_products(level, case):
     check(np.random.default_rng(len(str(case))), **case)
 
 
-def test_a_pointwise_convolution_into_a_channel_slice():
-    """The output a slice of a wider tensor's channels (a Concat's, written in place): rows ldc apart."""
+@pytest.mark.parametrize("case", [
+    dict(images=2, c=16, h=9, w=7, o=96, bias=True, clamp=(0.0, 6.0)),
+    dict(images=3, c=144, h=5, w=6, o=24, residual=True),     # EfficientNet's projection: 24 channels out
+    dict(images=1, c=37, h=4, w=4, o=70, activation="silu", k_block=16),   # K blocks reload the sums
+    dict(images=2, c=300, h=3, w=3, o=19, bias=True),
+    dict(images=2, c=5, h=1, w=1, o=3),
+])
+def test_an_input_scale_per_image_scales_the_weights(level, case):
+    """conv(x · scale[image]) for a 1x1 convolution: each work item copies its panel of weights scaled by its
+    image's channel factors (a batch entry an image)."""
+    check(np.random.default_rng(len(str(case))), kernel=(1, 1), scaled=True, **case)
+
+
+def test_an_input_scale_needs_a_pointwise_convolution_of_one_group():
+    x = np.zeros((2, 4, 4, 8), np.float32)
+    scale = np.ones((2, 1, 1, 8), np.float32)
+    out = np.zeros((2, 4, 4, 8), np.float32)
+    pointwise = conv_launch.ConvGeometry((1, 1))
+    with pytest.raises(ValueError, match=r"must be float32 \[2, 1, 1, 8\]"):
+        conv_launch.prepare_conv(x, conv_launch.pack_conv(np.ones((8, 8, 1, 1), np.float32), 1), out, pointwise,
+                                 scale=scale[:1])
+    with pytest.raises(ValueError, match="of one group"):
+        conv_launch.prepare_conv(x, conv_launch.pack_conv(np.ones((8, 4, 1, 1), np.float32), 2), out, pointwise,
+                                 scale=scale)
+    window = conv_launch.ConvGeometry((3, 3), pads=(1, 1, 1, 1))
+    assert conv_launch.prepare_conv(x, conv_launch.pack_conv(np.ones((8, 8, 3, 3), np.float32), 1), out, window,
+                                    scale=scale) is None   # (the caller's reference does it)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_pointwise_convolution_into_a_channel_slice(scaled):
+    """The output a slice of a wider tensor's channels (a Concat's, written in place): rows ldc apart (with an
+    input scale, images a batch entry apart)."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 5, 4, 12), dtype=np.float32)
+    scale = rng.standard_normal((2, 1, 1, 12), dtype=np.float32) if scaled else None
     weights = rng.standard_normal((20, 12, 1, 1), dtype=np.float32)
     whole = np.full((2, 5, 4, 50), np.nan, np.float32)
     out = whole[..., 10:30]
-    conv_launch.prepare_conv(x, conv_launch.pack_conv(weights, 1), out, conv_launch.ConvGeometry((1, 1))).run()
-    want = reference(x, weights, None, conv_launch.ConvGeometry((1, 1)), 1)
+    conv_launch.prepare_conv(x, conv_launch.pack_conv(weights, 1), out, conv_launch.ConvGeometry((1, 1)),
+                             scale=scale).run()
+    want = reference(x if scale is None else x * scale, weights, None, conv_launch.ConvGeometry((1, 1)), 1)
     np.testing.assert_allclose(out, want, rtol=0, atol=1e-4)
     assert np.isnan(whole[..., :10]).all() and np.isnan(whole[..., 30:]).all()
 

@@ -178,6 +178,29 @@ def test_a_step_with_an_absent_input_is_prepared_once(monkeypatch):
     assert not prepared
 
 
+@pytest.mark.parametrize("residual", [False, True])
+def test_squeeze_excitation_s_gate_scales_the_projection_s_weights(monkeypatch, residual):
+    """The gated map is never made: the 1×1 projection reads the depthwise conv's output and scales its weights
+    per image (its fifth input, the gate); the step is prepared once, its absent residual input or not."""
+    b = GraphBuilder()
+    x = b.input("x", "f32", ["n", 8, 9, 9])
+    d = b.Conv(x, b.const(randn(8, 1, 3, 3)), b.const(randn(8)), pads=[1, 1, 1, 1], group=8)
+    gate = b.Sigmoid(b.Conv(b.Relu(b.Conv(b.GlobalAveragePool(d), b.const(randn(4, 8, 1, 1)))),
+                            b.const(randn(8, 4, 1, 1))))
+    y = b.Conv(b.Mul(d, gate), b.const(randn(8, 8, 1, 1, scale=0.3)), b.const(randn(8)))
+    b.output(b.Add(y, x) if residual else y, "y")
+    prepared = prepares(monkeypatch)
+    for n in (2, 1):
+        cm = check(b.build(), {"x": randn(n, 8, 9, 9)})
+    assert not [s for s in cm.plan if "Mul" in s.ops]
+    projection = next(s for s in cm.plan if s.kind == "nhwc" and len(s.node.inputs) == 5)
+    assert (projection.node.inputs[3] is not None) == residual
+    prepared.clear()
+    for _ in range(3):
+        cm.run({"x": randn(1, 8, 9, 9)})
+    assert not prepared   # (every step's launch prepared on the first run, then rerun)
+
+
 def test_convs_write_straight_into_their_concat():
     """A SqueezeNet fire module: the two expand convs' outputs are slices of the Concat's output, so the
     Concat copies nothing; a Concat whose input has another reader still copies."""
