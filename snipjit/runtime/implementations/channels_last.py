@@ -21,8 +21,8 @@ from ...ops import get_op
 from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
-from . import (conv_launch, conv_transpose_launch, gemm_launch, held_weights, lrn_launch, window_launch,
-               winograd_launch)
+from . import (conv_launch, conv_transpose_launch, gemm_launch, global_pool_launch, held_weights, lrn_launch,
+               window_launch, winograd_launch)
 from .base import Implementation, Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
 from .held_weights import HeldWeight
 from .blas import EPILOGUES
@@ -294,12 +294,14 @@ class PoolKernel(WindowKernel):
         return tuple(x.shape[1:3]) if self.is_global else tuple(self.attrs["kernel_shape"])
 
     def native_jobs(self) -> list:
-        """Its kernel: a max pool's for the window on the input's static size (clipped as at run time; a
-        dynamic size: the declared window; a global pool: the tap loop, one output pixel reusing nothing)."""
+        """Its kernel: a global pool's (`global_pool_launch`); a max pool's for the window on the input's static size
+        (clipped as at run time; a dynamic size: the declared window); an average pool's tap loop."""
         if not available():
             return []
-        if self.kind == "avg" or self.is_global:   # (a global pool: one output pixel, the tap loop)
-            return [window_launch.kernel_for("max" if self.kind == "max" else "mean").job]
+        if self.is_global:
+            return [global_pool_launch.kernel_for(self.kind).job]
+        if self.kind == "avg":
+            return [window_launch.kernel_for("mean").job]
         shape = self.node.inputs[0].type.shape
         spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else None
         win = self.window_on(tuple(self.attrs["kernel_shape"]),
@@ -312,9 +314,13 @@ class PoolKernel(WindowKernel):
         if not self.takes(x, y):
             return None
         if self.is_global:
-            return window_launch.prepare_global_pool(self.kind, x, y, repeats)
+            return global_pool_launch.prepare_global_pool(self.kind, x, y, repeats)
         geometry = self.geometry(x)
         include_pad = bool(self.attrs.get("count_include_pad", 0))
+        declared_pads = any(self.attrs.get("pads") or ())
+        if geometry.kernel == tuple(x.shape[1:3]) and not any(geometry.pads) and geometry.dilations == (1, 1) \
+                and not (include_pad and declared_pads):   # (one window over all of the image: a global pool)
+            return global_pool_launch.prepare_global_pool(self.kind, x, y, repeats)
         if include_pad and geometry.pads[2:] != tuple(self._placement(x).end):
             return None   # (the divisor counts declared pads, not how far a ceil_mode window reaches)
         window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)

@@ -1,7 +1,7 @@
 """Channels-last (NHWC) sliding windows on snipjit's generated window kernel (`targets.llvm.window`),
 run on the native pool: depthwise convolution (with bias and a clamp fused), grouped convolution of
 as many channels per group (in and out) as 4 to the level's vector lanes, or two vectors (`grouped_width`),
-MaxPool, AveragePool and the global pools.
+MaxPool and AveragePool (the global pools have a kernel of their own: `global_pool_launch`).
 
 One kernel per way of combining taps (`madd`, `max`, `mean`) and ISA level, compiled on first use, once per
 process and level; its register block follows the level (`targets.isa`). Depthwise weights are packed once
@@ -244,9 +244,9 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
                   single: bool = False) -> CompiledWindow:
     """The kernel a window op runs on: for a depthwise convolution or a max pool whose kernel width, column
     stride and dilation have one, the variant reusing inputs across pixels (two output rows at once for the
-    paired widths at row stride and dilation 1), unless a pool's images each have a `single` output pixel (a
-    global pool: nothing to reuse, and the variant's many block widths cost seconds to compile); a grouped
-    convolution's (`group` channels per group, which `grouped_width` gave) reuses them too."""
+    paired widths at row stride and dilation 1), unless a pool's images each have a `single` output pixel (one
+    window over a padded image: nothing to reuse, and the variant's many block widths cost seconds to compile); a
+    grouped convolution's (`group` channels per group, which `grouped_width` gave) reuses them too."""
     (sh, sw), dh, kw = window.strides, window.dilations[0], window.kernel[1]
     reuse = combine in ("madd", "max") and _reuses(window) and not single
     if group and not reuse:
@@ -385,11 +385,3 @@ def prepare_pool(kind: str, x: np.ndarray, out: np.ndarray, window: Window, coun
         raise ValueError(f"pool kind must be 'max' or 'avg', got {kind!r}")
     return _launch("max" if kind == "max" else "mean", x, out, window, None, None, None,
                    bool(count_include_pad), repeats)
-
-
-def prepare_global_pool(kind: str, x: np.ndarray, out: np.ndarray, repeats: bool = False) -> WindowLaunch | None:
-    """GlobalMaxPool / GlobalAveragePool in NHWC (out [N, 1, 1, C]); None when the JIT is unavailable."""
-    if kind not in ("max", "avg"):
-        raise ValueError(f"pool kind must be 'max' or 'avg', got {kind!r}")
-    _check_nhwc("x", x)
-    return prepare_pool(kind, x, out, Window((x.shape[1], x.shape[2])), False, repeats)

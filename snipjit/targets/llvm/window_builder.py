@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from .counted_loop import I64, i64 as _c, when
-from .vector_builder import I32, VectorBuilder
+from .vector_builder import VectorBuilder
 DIMS = ("H", "W", "C", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl", "ow_lo", "ow_hi",
         "chunks", "chunk_c", "include_pad", "OC")
 PTRS = ("x", "w", "bias", "out", "params", "taps")
@@ -65,16 +65,6 @@ class WindowBuilder(VectorBuilder):
         if combine == "max":
             return self.max_with_nan(acc, x)
         return b.fadd(acc, x)
-
-    def max_with_nan(self, a, b_):
-        """The larger of a and b_, NaN where either is (a NaN anywhere in a window reaches its output, as in
-        NumPy). x86's max instruction returns its second operand where either is NaN: the two orders, whose
-        results agree but for NaN, or-ed bit by bit (a NaN's exponent and nonzero mantissa survive the or).
-        llvm.maximum does this too but orders -0 below +0 as well: five instructions instead of three."""
-        b, ints = self.b, ir.VectorType(I32, self.shape.lanes)
-        first = b.select(b.fcmp_ordered(">", a, b_), a, b_)
-        second = b.select(b.fcmp_ordered(">", b_, a), b_, a)
-        return b.bitcast(b.or_(b.bitcast(first, ints), b.bitcast(second, ints)), self.vec)
 
 
 @dataclass

@@ -92,9 +92,14 @@ def test_packed_weights_are_held_once():
 
 
 @pytest.mark.parametrize("count_include_pad", [0, 1])
-def test_a_ceil_mode_pool_larger_than_its_input_is_one_window_over_all_of_it(count_include_pad):
+def test_a_ceil_mode_pool_larger_than_its_input_is_one_window_over_all_of_it(monkeypatch, count_include_pad):
     """EfficientNet's pooler as transformers exports it: AveragePool with a 2560x2560 kernel and stride,
-    ceil_mode=1, on a 7x7 map: one output, the mean of the whole map."""
+    ceil_mode=1, on a 7x7 map: one output, the mean of the whole map (on the global pooling kernel)."""
+    from snipjit.runtime.implementations import global_pool_launch
+    launches = []
+    original = global_pool_launch.prepare_global_pool
+    monkeypatch.setattr(global_pool_launch, "prepare_global_pool",
+                        lambda *a: launches.append(a[0]) or original(*a))
     b = GraphBuilder()
     x = b.input("x", "f32", [1, 6, 7, 7])
     y = b.Conv(x, b.const(randn(20, 6, 1, 1)))
@@ -106,6 +111,7 @@ def test_a_ceil_mode_pool_larger_than_its_input_is_one_window_over_all_of_it(cou
     assert ("nhwc", ["AveragePool"]) in steps(cm)
     want = np.einsum("oc,nchw->no", graph.constants[0].data[:, :, 0, 0], xv)[:, :, None, None] / 49
     np.testing.assert_allclose(cm.run({"x": xv})[0], want, rtol=1e-5, atol=1e-6)
+    assert launches == ["avg"]
 
 
 @pytest.mark.parametrize("attrs", [

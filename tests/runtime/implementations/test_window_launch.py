@@ -1,7 +1,7 @@
 """NHWC depthwise convolution and pools on the generated window kernel, against a float64 NumPy reference
 (itself checked against the ONNX reference kernels), at every ISA level this host can execute: channel
 tails and C below the vector width, 1×1 to 7×7 kernels, strides, dilations, asymmetric pads, H or W of
-1, batches, bias and clamps, count_include_pad both ways, global pools, outputs written into a slice of
+1, batches, bias and clamps, count_include_pad both ways, outputs written into a slice of
 wider channels, prepared repeated launches and work split over the native pool."""
 import numpy as np
 import pytest
@@ -231,11 +231,11 @@ def test_a_max_pool_taller_than_the_reused_widths_keeps_the_tap_loop(kernel):
 
 
 @pytest.mark.parametrize("shape", [(1, 7, 7, 64), (2, 3, 5, 20)])
-def test_a_global_max_pool_keeps_the_tap_loop(shape):
+def test_a_pool_of_one_output_pixel_keeps_the_tap_loop(shape):
     # one output pixel per image: nothing to reuse across pixels, and the reuse variant costs seconds to compile
     x = np.random.default_rng(2).standard_normal(shape, dtype=np.float32)
     out = np.zeros((shape[0], 1, 1, shape[3]), np.float32)
-    launch = wl.prepare_global_pool("max", x, out)
+    launch = wl.prepare_pool("max", x, out, wl.Window((shape[1] + 1, shape[2] + 1), pads=(1, 0, 0, 1)))
     assert launch.kernel.shape.kw == 0
     launch.run()
     np.testing.assert_array_equal(out, x.max(axis=(1, 2), keepdims=True))
@@ -251,16 +251,6 @@ def test_pools(level, case):
         out = np.full(ref.shape, np.nan, np.float32)
         wl.prepare_pool(kind, x, out, window, count_include_pad=include_pad).run()
         check(out, ref)
-
-
-@pytest.mark.parametrize("shape", [(1, 7, 7, 960), (2, 5, 3, 13), (1, 1, 1, 7), (3, 56, 56, 20)])
-def test_global_pools(level, shape):
-    x = nhwc(np.random.default_rng(shape[3]), *shape)
-    for kind, expected in (("max", x.max(axis=(1, 2), keepdims=True)),
-                           ("avg", x.astype(np.float64).mean(axis=(1, 2), keepdims=True))):
-        out = np.full((shape[0], 1, 1, shape[3]), np.nan, np.float32)
-        wl.prepare_global_pool(kind, x, out).run()
-        check(out, expected)
 
 
 @pytest.mark.parametrize("case", [CASES[1], CASES[4], CASES[9]], ids=lambda case: "x".join(map(str, case[0])))
@@ -285,9 +275,6 @@ def test_a_nan_in_a_window_reaches_its_max(level, case):
     wl.prepare_pool("max", x, out, window).run()
     np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
     check(np.nan_to_num(out), np.nan_to_num(want))
-    out = np.zeros((n, 1, 1, c), np.float32)
-    wl.prepare_global_pool("max", x, out).run()
-    np.testing.assert_array_equal(np.isnan(out), np.isnan(x).any(axis=(1, 2), keepdims=True))
 
 
 # (N, H, W, C), kernel, strides, pads: the 3×3 and 5×5 kernels reusing inputs (two rows at once for 3×3 at
@@ -318,10 +305,6 @@ def test_outputs_written_into_a_slice_of_wider_channels(level, case):
         launch.run()
         check(out, ref)
         assert np.isnan(wide[..., :5]).all() and np.isnan(wide[..., 5 + c:]).all()
-    wide = np.full((shape[0], 1, 1, c + 3), np.nan, np.float32)
-    wl.prepare_global_pool("max", x, wide[..., 3:]).run()
-    check(wide[..., 3:], x.max(axis=(1, 2), keepdims=True))
-    assert np.isnan(wide[..., :3]).all()
 
 
 def test_the_numpy_reference_agrees_with_the_onnx_reference_kernels():
@@ -413,7 +396,7 @@ def test_mismatched_arguments_are_named():
         wl.prepare_depthwise(np.zeros((1, 8, 8, 5), np.float32), packed, None, None,
                              np.zeros((1, 8, 8, 5), np.float32), window)
     with pytest.raises(ValueError, match="kind"):
-        wl.prepare_global_pool("min", x, np.zeros((1, 1, 1, 4), np.float32))
+        wl.prepare_pool("min", x, np.zeros((1, 1, 1, 4), np.float32), wl.Window((9, 10)))
     with pytest.raises(ValueError, match="does not fit"):
         wl.prepare_pool("max", np.zeros((1, 2, 2, 4), np.float32), np.zeros((1, 1, 1, 4), np.float32),
                         wl.Window((5, 5)))
