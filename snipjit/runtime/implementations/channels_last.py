@@ -62,8 +62,12 @@ class WindowKernel(Kernel):
 
     def geometry(self, x: np.ndarray) -> conv_launch.ConvGeometry:
         """The window on this input: pads before, and after as far as the last window reaches."""
-        placed = self._placement(x)
-        win = self.window(x)
+        return self.geometry_on(self.kernel_size(x), self.spatial(x))
+
+    def geometry_on(self, kernel: tuple[int, ...], spatial: tuple[int, int]) -> conv_launch.ConvGeometry:
+        """The window of `kernel` on an input of `spatial` size (see `geometry`)."""
+        win = self.window_on(kernel, spatial)
+        placed = place_window(self.ctx, win, spatial)
         after = tuple(max(0, r) for r in placed.reach)   # (an unread tail is shorter than a stride)
         return conv_launch.ConvGeometry(win.kernel, win.strides, (*placed.begin, *after), win.dilations)
 
@@ -298,29 +302,34 @@ class PoolKernel(WindowKernel):
         (clipped as at run time; a dynamic size: the declared window); an average pool's tap loop."""
         if not available():
             return []
-        if self.is_global:
+        shape = self.node.inputs[0].type.shape
+        spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else None
+        if self.is_global or (spatial and all(isinstance(n, int) for n in spatial) and self._one_window(spatial)):
             return [global_pool_launch.kernel_for(self.kind).job]
         if self.kind == "avg":
             return [window_launch.kernel_for("mean").job]
-        shape = self.node.inputs[0].type.shape
-        spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else None
         win = self.window_on(tuple(self.attrs["kernel_shape"]),
                              spatial if spatial and all(isinstance(n, int) for n in spatial) else None)
         window = window_launch.Window(win.kernel, win.strides, dilations=win.dilations)
         return [window_launch.window_kernel("max", window).job]
 
+    def _one_window(self, spatial: tuple[int, int]) -> bool:
+        """Whether the pool is one window over all of an unpadded input of `spatial` size (EfficientNet's last
+        pool, a kernel larger than its 7x7 input): the mean (count_include_pad then counting no pad) or maximum
+        of each channel, a global pool."""
+        geometry = self.geometry_on(tuple(self.attrs["kernel_shape"]), spatial)
+        counted_pads = self.attrs.get("count_include_pad", 0) and any(self.attrs.get("pads") or ())
+        return (geometry.kernel == tuple(spatial) and not any(geometry.pads) and geometry.dilations == (1, 1)
+                and not counted_pads)
+
     def prepare(self, inputs, y, repeats):
         x = inputs[0]
         if not self.takes(x, y):
             return None
-        if self.is_global:
+        if self.is_global or self._one_window(self.spatial(x)):
             return global_pool_launch.prepare_global_pool(self.kind, x, y, repeats)
         geometry = self.geometry(x)
         include_pad = bool(self.attrs.get("count_include_pad", 0))
-        declared_pads = any(self.attrs.get("pads") or ())
-        if geometry.kernel == tuple(x.shape[1:3]) and not any(geometry.pads) and geometry.dilations == (1, 1) \
-                and not (include_pad and declared_pads):   # (one window over all of the image: a global pool)
-            return global_pool_launch.prepare_global_pool(self.kind, x, y, repeats)
         if include_pad and geometry.pads[2:] != tuple(self._placement(x).end):
             return None   # (the divisor counts declared pads, not how far a ceil_mode window reaches)
         window = window_launch.Window(geometry.kernel, geometry.strides, geometry.pads, geometry.dilations)

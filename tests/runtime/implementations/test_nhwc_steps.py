@@ -112,6 +112,8 @@ def test_a_ceil_mode_pool_larger_than_its_input_is_one_window_over_all_of_it(mon
     want = np.einsum("oc,nchw->no", graph.constants[0].data[:, :, 0, 0], xv)[:, :, None, None] / 49
     np.testing.assert_allclose(cm.run({"x": xv})[0], want, rtol=1e-5, atol=1e-6)
     assert launches == ["avg"]
+    pool = next(s for s in cm.plan if s.ops == ["AveragePool"])
+    assert [job.name for job in pool.kernel.native_jobs()] == [global_pool_launch.kernel_for("avg").shape.name]
 
 
 @pytest.mark.parametrize("attrs", [
