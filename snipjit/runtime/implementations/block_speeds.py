@@ -13,7 +13,10 @@ A speed is rounded to `STEP` and at most 1: a block as fast as the wide one ties
 wins ties.
 
 The speeds are kept per CPU, features and snipjit version beside the kernels in the disk cache
-(`SNIPJIT_CACHE=0`: measured once per process), and a saved model carries those it was built with, like
+(`SNIPJIT_CACHE=0`: measured once per process) — unless the machine was busy while they were measured (a
+1-minute load average above `BUSY_LOAD` per core: there, during a parallel test run, the two-vector block
+measured 0.96-0.98 of the wide one against 0.90-0.92 on a quiet machine); such speeds serve the process that
+measured them, and the next one measures again. A saved model carries those it was built with, like
 its kernels: loaded, it packs its weights for the same blocks and compiles nothing. `SNIPJIT_BLOCK_SPEEDS`
 sets them instead (one number per register block of the level, the wide block's first: "1,0.92,0.74,0.96"),
 for runs that must choose the same blocks on every machine.
@@ -32,6 +35,7 @@ from ..caches.kernel_cache import default_directory, note, offered, seal, unseal
 
 ENV = "SNIPJIT_BLOCK_SPEEDS"
 STEP = 0.01
+BUSY_LOAD = 0.75   # runnable threads per core (1-minute load average) above which measured speeds are not kept
 _measuring = threading.Lock()   # (threads planning at once measure once, not against each other)
 
 
@@ -69,11 +73,21 @@ def _kept_or_measured(key: str, blocks: tuple, measure: Callable[[tuple], list[f
         if speeds is not None:
             return speeds
     speeds = rounded(measure(blocks))   # (an unreadable or stale file is measured again and overwritten)
-    if path is not None:
+    if path is not None and not busy():
         write_atomically(path, _entry(key, speeds))
     return speeds
 
 
+def busy() -> bool:
+    """Whether other work shares the cores now (see `BUSY_LOAD`; unknown: not busy)."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return False
+    return load > BUSY_LOAD * (os.cpu_count() or 1)
+
+
+@functools.cache
 def _key(cpu: str, features: str) -> str:
     return hashlib.sha256("\n--\n".join(["block speeds", cpu, features, __version__]).encode()).hexdigest()
 

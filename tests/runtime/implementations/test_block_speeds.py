@@ -19,6 +19,7 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.delenv("SNIPJIT_CACHE", raising=False)
     monkeypatch.delenv(bs.ENV, raising=False)
     monkeypatch.setattr(kernel_cache, "_offered", {})
+    monkeypatch.setattr(bs, "busy", lambda: False)   # (a parallel test run loads the machine)
     bs._kept_or_measured.cache_clear()
     yield tmp_path / "kernels"
     bs._kept_or_measured.cache_clear()
@@ -56,6 +57,31 @@ def test_an_unreadable_or_mismatched_file_is_measured_again(fresh):
         speeds = bs.block_speeds(gemm.block_rates)
         assert len(speeds) == count and all(0.2 < s <= 1.0 for s in speeds)
         assert bs._decoded(path.read_bytes(), key(), count) == speeds
+
+
+def test_speeds_measured_on_a_busy_machine_serve_the_process_but_are_not_kept(fresh, monkeypatch):
+    measured = []
+
+    def measure(blocks):
+        measured.append(blocks)
+        return gemm.block_rates(blocks)
+
+    monkeypatch.setattr(bs, "busy", lambda: True)
+    speeds = bs.block_speeds(measure)
+    assert len(speeds) == len(blocks()) and not list(fresh.glob("*.speeds"))
+    assert bs.block_speeds(measure) == speeds and len(measured) == 1   # (once a process)
+    monkeypatch.setattr(bs, "busy", lambda: False)
+    bs._kept_or_measured.cache_clear()   # (the next process, on a quiet machine, keeps what it measures)
+    bs.block_speeds(measure)
+    assert len(measured) == 2 and len(list(fresh.glob("*.speeds"))) == 1
+
+
+def test_the_load_average_per_core_tells_a_busy_machine(monkeypatch):
+    monkeypatch.setattr(bs.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bs.os, "getloadavg", lambda: (1.2, 0.0, 0.0))
+    assert not bs.busy()
+    monkeypatch.setattr(bs.os, "getloadavg", lambda: (2.1, 0.0, 0.0))
+    assert bs.busy()
 
 
 def test_without_a_disk_cache_nothing_is_written(fresh, monkeypatch):
