@@ -206,7 +206,7 @@ def prepare_conv(x: np.ndarray, packed: PackedConv, out: np.ndarray, geometry: C
     return packed_product(kernel, groups, m, k, n, ptrs, packed, lda=0, a_batch=cg * channel_stride,
                           ldc=out.strides[2] // 4, c_batch=n, bias=bias, bias_batch=n,
                           ldr=0 if residual is None else residual.strides[2] // 4, repeats=repeats,
-                          held=(clamp_values, zeros), kc=kernel.k_block(k, run),
+                          held=(clamp_values, zeros), k_unit=run,
                           a_row_bytes=input_row_bytes(cg, geometry), interleaved=groups > 1,
                           c_image=out.strides[0] // 4, c_row=out.strides[1] // 4, cg=cg, H=h, W=w, OH=oh, OW=ow,
                           KW=kw, stride_h=sh, stride_w=sw, pad_t=geometry.pads[0], pad_l=geometry.pads[1],

@@ -29,6 +29,24 @@ def test_k_blocks_are_of_equal_depth_and_whole_units(k, unit):
     assert kc - (k - (blocks - 1) * kc) < blocks * step             # the last one about as deep as the others
 
 
+def test_work_items_of_few_rows_take_shorter_k_blocks():
+    """Items of at most SMALL_ITEM_ROWS rows block K at SMALL_ITEM_DEPTH (whole units), others only past half of L2;
+    a launch's items and a convolution's 7x7 map follow it."""
+    kernel = gemm_launch.choose_kernel(512, 2048)
+    small, large = gemm_launch.SMALL_ITEM_ROWS, gemm_launch.SMALL_ITEM_ROWS + 1
+    assert kernel.k_block(2048, 0, large) == kernel.k_block(2048) == 2048
+    assert kernel.k_block(2048, 0, small) == gemm_launch.SMALL_ITEM_DEPTH
+    assert kernel.k_block(4608, 512, small) == 1024 and kernel.k_block(600, 0, small) == 600
+    rng = np.random.default_rng(3)
+    launch, _ = packed_launch(*operands(49, 2048, 2 * kernel.nr, rng))
+    assert launch.dims[DIMS.index("kc")] == gemm_launch.SMALL_ITEM_DEPTH
+    x = np.zeros((1, 7, 7, 512), np.float32)
+    weights = conv_launch.pack_conv(np.zeros((512, 512, 3, 3), np.float32), 1)
+    conv = conv_launch.prepare_conv(x, weights, np.zeros((1, 7, 7, 512), np.float32),
+                                    conv_launch.ConvGeometry((3, 3), pads=(1,) * 4))
+    assert conv.dims[DIMS.index("kc")] % 512 == 0 and conv.dims[DIMS.index("kc")] <= gemm_launch.SMALL_ITEM_DEPTH
+
+
 def operands(m: int, k: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
 
