@@ -304,12 +304,12 @@ class PoolKernel(WindowKernel):
             return []
         shape = self.node.inputs[0].type.shape
         spatial = tuple(shape[1:3]) if shape is not None and len(shape) == 4 else None
-        if self.is_global or (spatial and all(isinstance(n, int) for n in spatial) and self._one_window(spatial)):
+        static = spatial if spatial and all(isinstance(n, int) for n in spatial) else None
+        if self.is_global or (static and self._one_window(static)):
             return [global_pool_launch.kernel_for(self.kind).job]
         if self.kind == "avg":
             return [window_launch.kernel_for("mean").job]
-        win = self.window_on(tuple(self.attrs["kernel_shape"]),
-                             spatial if spatial and all(isinstance(n, int) for n in spatial) else None)
+        win = self.window_on(tuple(self.attrs["kernel_shape"]), static)
         window = window_launch.Window(win.kernel, win.strides, dilations=win.dilations)
         return [window_launch.window_kernel("max", window).job]
 

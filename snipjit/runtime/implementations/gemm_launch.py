@@ -302,21 +302,21 @@ class GemmLaunch:
 def packed_product(kernel: GemmKernel, count: int, m: int, k: int, n: int, ptrs: ctypes.Array, packed,
                    lda: int, a_batch: int, ldc: int, c_batch: int, bias: np.ndarray | None = None,
                    bias_batch: int = 0, ldr: int = 0, repeats: bool = False, held: tuple = (),
-                   kc: int | None = None, a_row_bytes: int = 0, interleaved: bool = False,
-                   shared_weights: bool = False, scale_batch: int = 0, k_unit: int = 0, **window: int) -> GemmLaunch:
+                   a_row_bytes: int = 0, interleaved: bool = False, shared_weights: bool = False,
+                   scale_batch: int = 0, k_unit: int = 0, **window: int) -> GemmLaunch:
     """The launch of `count` products (a batch entry: A `a_batch` elements on, C `c_batch`, the bias
     `bias_batch`) of m×k rows of A (lda apart) by k×n weights packed for `kernel`, one batch entry's panels
     after another in `packed.data` (`shared_weights`: all entries multiply by the first's): a convolution's
-    groups (with its `window` dims: the image's geometry), Winograd's α² tile positions, images. `kc`: the K
-    blocks' depth (default: the kernel's for the work items' rows, in whole `k_unit`s, `GemmKernel.k_block`);
-    `a_row_bytes`, `interleaved`: see `WorkSplit.of`; `scale_batch`: the
-    scale's step per batch entry, where `ptrs` has one (each work item then copies its panel, scaled)."""
+    groups (with its `window` dims: the image's geometry), Winograd's α² tile positions, images. K blocks: the
+    kernel's for the work items' rows, in whole `k_unit`s (`GemmKernel.k_block`); `a_row_bytes`, `interleaved`:
+    see `WorkSplit.of`; `scale_batch`: the scale's step per batch entry, where `ptrs` has one (each work item then
+    copies its panel, scaled)."""
     split = WorkSplit.of(kernel, count, m, n, k, a_row_bytes, interleaved)
     kernel = kernel.prefetching(split.chunk_rows)
     dims = kernel_dims(M=m, K=k, N=n, lda=lda, ldb=kernel.nr, b_panel_stride=k * kernel.nr, ldc=ldc,
                        panels=split.panels, a_batch=a_batch, b_batch=0 if shared_weights else packed.data[0].size,
                        c_batch=c_batch, bias_batch=bias_batch, chunks=split.chunks, chunk_rows=split.chunk_rows,
-                       padded=1, kc=kernel.k_block(k, k_unit, split.chunk_rows) if kc is None else kc, ldr=ldr,
+                       padded=1, kc=kernel.k_block(k, k_unit, split.chunk_rows), ldr=ldr,
                        interleaved=int(split.interleaved), batches=count, scale_batch=scale_batch, **window)
     from ...targets.llvm.gemm import PTRS
     scaled = bool(ptrs[PTRS.index("scale")])
