@@ -28,9 +28,9 @@ from snipjit.snippets.target_machine import TargetMachine
 from snipjit.targets import TargetError, get_target, isa
 from snipjit.targets.c.target import CTarget
 from snipjit.targets.llvm.target import LLVMTarget
-import kernels
+import guarded_kernels
 from accuracy import assert_close
-from kernels import Kernel
+from guarded_kernels import Kernel
 
 
 def _target_or_none(name: str):
@@ -52,7 +52,7 @@ EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0,
 
 # ---- compiling and running kernels ---------------------------------------------------------------------
 def compile_body(text: str, target: str | TargetMachine) -> Kernel:
-    return kernels.compile_body(text, TARGETS[target] if isinstance(target, str) else target, 1)
+    return guarded_kernels.compile_body(text, TARGETS[target] if isinstance(target, str) else target, 1)
 
 
 @functools.cache

@@ -20,9 +20,9 @@ from snipjit.snippets.subgraph_compiler import compile_subgraph
 from snipjit.targets import TargetError, get_target
 from snipjit.targets.c import gcc
 from snipjit.targets.c.target import CTarget
-import kernels
+import guarded_kernels
 from accuracy import assert_close
-from kernels import Kernel
+from guarded_kernels import Kernel
 
 try:
     C = get_target("c")
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.usefixtures("memory_only_kernel_cache")   # kernels com
 
 # ---- compiling and running kernels ------------------------------------------------------------------------
 def compile_body(text: str, target="c", loop_depth: int = 1) -> Kernel:
-    return kernels.compile_body(text, TARGETS[target] if isinstance(target, str) else target, loop_depth)
+    return guarded_kernels.compile_body(text, TARGETS[target] if isinstance(target, str) else target, loop_depth)
 
 
 def data(shape, seed=0) -> np.ndarray:
@@ -142,7 +142,7 @@ class TinyC(type(C)):
 
 
 def test_register_spilling_of_loop_values():
-    kernel = compile_body(kernels.WIDE, TinyC(compiler=C.compiler))
+    kernel = compile_body(guarded_kernels.WIDE, TinyC(compiler=C.compiler))
     assert "Spill" in kernel.compiled.linear_ir
     for n in (7, 50):
         x, y = data(n, 1), data(n, 2)

@@ -14,14 +14,14 @@ import pytest
 
 from snipjit.targets import get_target
 from snipjit.targets.llvm.target import LLVMTarget
-import kernels
-from kernels import SENTINEL, Kernel
+import guarded_kernels
+from guarded_kernels import SENTINEL, Kernel
 
 TARGET = get_target("llvm")
 
 
 def compile_body(text: str, loop_depth: int = 1, target=TARGET) -> Kernel:
-    return kernels.compile_body(text, target, loop_depth)
+    return guarded_kernels.compile_body(text, target, loop_depth)
 
 
 def test_bool_constants_become_mask_scalars():
@@ -209,7 +209,7 @@ def test_register_spilling_of_scalars():
 
 
 def test_register_spilling_of_loop_values_with_three_registers():
-    kernel = compile_body(kernels.WIDE, target=TinyTarget())
+    kernel = compile_body(guarded_kernels.WIDE, target=TinyTarget())
     assert "Spill" in kernel.compiled.linear_ir
     for n in (7, 50):
         x, y = data(n, 1), data(n, 2)
