@@ -222,11 +222,16 @@ class ConvKernel(WeightedKernel):
             return []
         kernel = tuple(self.node.inputs[1].data.shape[2:])
         strides, dilations = tuple(self.attrs["strides"] or (1, 1)), tuple(self.attrs["dilations"] or (1, 1))
-        if self.depthwise or self.group_width:
-            window = window_launch.Window(kernel, strides, dilations=dilations)
-            return [window_launch.window_kernel("madd", window, self.activation, self.group_width).job]
         shape = self.node.outputs[0].type.shape if self.node.outputs[0].type else None
         output = tuple(shape[:3]) if shape and all(isinstance(n, int) for n in shape[:3]) else None
+        if self.depthwise or self.group_width:
+            window = window_launch.Window(kernel, strides, dilations=dilations)
+            rows, threads = None, 1
+            if output is not None and isinstance(shape[3], int):   # (its rows and threads tell whether it pairs rows)
+                rows = output[0] * output[1]
+                threads = window_launch.launch_threads(math.prod(shape) * math.prod(kernel))
+            return [window_launch.window_kernel("madd", window, self.activation, self.group_width, output_rows=rows,
+                                                threads=threads).job]
         if self.tile:
             return winograd_launch.jobs(self.packed, self.activation, output)
         pads = tuple(self.attrs["pads"] or (0, 0, 0, 0))

@@ -35,6 +35,7 @@ REUSE_WIDTHS = range(2, 8)    # kernel widths with a depthwise kernel reusing in
 REUSE_STRIDES = (1, 2)        # and its column strides
 PAIRED = ((3, 1), (5, 2))     # (kernel width, row stride) of depthwise kernels computing two rows at once
 MIN_PAIRED_PIXELS = 4         # ... where their blocks of two rows still have this many pixels per row
+MIN_PAIRS_PER_THREAD = 4      # ... and, at row stride 1, each thread has this many pairs of rows (`pairs`)
 MIN_GROUPED_PIXELS = 4        # the fewest pixels per block of a grouped convolution of two vectors per group
 TWO_VECTOR_WIDTHS = range(2, 6)   # and its kernel widths (7: 14 weight vectors, spilled on AVX-512's 32 registers)
 
@@ -241,29 +242,42 @@ def _check_nhwc(name: str, a: np.ndarray, channel_slice: bool = False) -> None:
 
 
 def window_kernel(combine: str, window: Window, activation: str = "", group: int = 0,
-                  single: bool = False) -> CompiledWindow:
+                  single: bool = False, output_rows: int | None = None, threads: int = 1) -> CompiledWindow:
     """The kernel a window op runs on: for a depthwise convolution or a max pool whose kernel width, column
-    stride and dilation have one, the variant reusing inputs across pixels (two output rows at once for the
-    paired widths at row stride and dilation 1), unless a pool's images each have a `single` output pixel (one
-    window over a padded image: nothing to reuse, and the variant's many block widths cost seconds to compile); a
-    grouped convolution's (`group` channels per group, which `grouped_width` gave) reuses them too."""
+    stride and dilation have one, the variant reusing inputs across pixels (two output rows at once where `pairs`
+    says so, at row dilation 1, for `output_rows` rows of all images (None: not known) on `threads`), unless a
+    pool's images each have a `single` output pixel (one window over a padded image: nothing to reuse, and the
+    variant's many block widths cost seconds to compile); a grouped convolution's (`group` channels per group,
+    which `grouped_width` gave) reuses them too."""
     (sh, sw), dh, kw = window.strides, window.dilations[0], window.kernel[1]
     reuse = combine in ("madd", "max") and _reuses(window) and not single
     if group and not reuse:
         raise ValueError(f"no grouped window kernel for window {window}")
-    rows = 2 if reuse and combine == "madd" and not group and dh == 1 and pairs(kw, sh) else 1
-    return kernel_for(combine, activation, kw if reuse else 0, sw, rows, group, window.kernel[0], sh)
+    paired = reuse and combine == "madd" and not group and dh == 1 and pairs(kw, sh, output_rows, threads)
+    return kernel_for(combine, activation, kw if reuse else 0, sw, 2 if paired else 1, group, window.kernel[0], sh)
 
 
-def pairs(kw: int, sh: int) -> bool:
+def launch_threads(work: int) -> int:
+    """The threads a window launch of `work` taps (output elements × kernel taps) runs on."""
+    pool = get_native_pool()
+    return pool.threads if pool is not None and work >= PARALLEL_MIN_TAPS else 1
+
+
+def pairs(kw: int, sh: int, output_rows: int | None = None, threads: int = 1) -> bool:
     """Whether a depthwise kernel of width `kw` at row stride `sh` computes two output rows at once at the
     current ISA level: widths and strides in `PAIRED`, where blocks of two rows keep `MIN_PAIRED_PIXELS` per row
-    (a 5×5 on 32 registers, not 16). Two rows at row stride s read KH + s input rows, against 2·KH apart. (Xeon,
-    AVX-512, 2 threads, in one process: 5×5 stride 2 layers 1.07-1.25× faster paired; 3×3 stride 2 ones
-    0.75-1.19×, 5×5 and 7×7 stride 1 ones 0.83-1.13×: not paired. Pairs halve the work items, which then spread
-    less evenly over the threads.)"""
+    (a 5×5 on 32 registers, not 16), and at row stride 1 only where each of the `threads` has
+    `MIN_PAIRS_PER_THREAD` pairs of the `output_rows` (when known). Two rows at row stride s read KH + s input
+    rows, against 2·KH apart. (Xeon, AVX-512, 2 threads, in one process: 5×5 stride 2 layers 1.07-1.25× faster
+    paired; 3×3 stride 2 ones 0.75-1.19×, 5×5 and 7×7 stride 1 ones 0.83-1.13×: not paired. Pairs halve the work
+    items, which then spread less evenly over the threads: on Zen 4, 2 threads, 11 alternating rounds, MobileNet-V2's
+    3×3 layers on 14×14 and 7×7 maps (7 and 4 pairs) ran 1.11-1.24× faster unpaired forced to AVX2, 0.98-1.11×
+    on AVX-512, those on 28×28 and 56×56 maps 0.87-0.94×; at one thread, paired 1.1-1.15× faster on every one.
+    EfficientNet-B0's 5×5 stride-2 layer on a 7×7 output, 4 pairs, stays paired: 1.1× faster, AVX-512.)"""
     from ...targets.llvm import jit
     level = jit.host().level
+    if output_rows is not None and sh == 1 and -(-output_rows // 2) < MIN_PAIRS_PER_THREAD * threads:
+        return False
     return (kw, sh) in PAIRED and window_blocks(level.vector_registers, kw, 2)[0] >= MIN_PAIRED_PIXELS
 
 
@@ -303,13 +317,12 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         return None
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
-    kernel = window_kernel(combine, window, activation, group, single=combine != "madd" and (oh, ow) == (1, 1))
+    threads = launch_threads(n * oh * ow * c * kh * kw)
+    kernel = window_kernel(combine, window, activation, group, single=combine != "madd" and (oh, ow) == (1, 1),
+                           output_rows=n * oh, threads=threads)
     lanes, vectors, rows = kernel.shape.lanes, kernel.shape.vectors, kernel.shape.rows
     ow_lo = min(ow, -(-left // sw))                                  # first column with iw >= 0
     ow_hi = max(ow_lo, min(ow, (w - 1 + left - (kw - 1) * dw) // sw + 1))   # past the last inside the row
-    pool = get_native_pool()
-    work = n * oh * ow * c * kh * kw
-    threads = pool.threads if pool is not None and work >= PARALLEL_MIN_TAPS else 1
     block = kernel.shape.step if kernel.shape.grouped else vectors * lanes
     chunk_c = _padded(-(-c // channel_chunks(c, block, n * -(-oh // rows), threads)), block) if c else block
     chunks = -(-c // chunk_c) if c else 0

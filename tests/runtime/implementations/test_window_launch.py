@@ -156,7 +156,8 @@ def check_reuse(shape, window):
         out = np.full(ref.shape, np.nan, np.float32)
         launch = wl.prepare_depthwise(x, packed, b, clamp, out, window, activation=activation)
         assert (launch.kernel.shape.kw, launch.kernel.shape.sw) == (kernel[1], window.strides[1])
-        paired = wl.pairs(kernel[1], window.strides[0]) and window.dilations[0] == 1
+        rows = shape[0] * out.shape[1]
+        paired = wl.pairs(kernel[1], window.strides[0], rows, launch.threads) and window.dilations[0] == 1
         assert launch.kernel.shape.rows == (2 if paired else 1)
         launch.run()
         check(out, ref)
@@ -168,9 +169,19 @@ PAIRED_CASES = [((1, 2, 9, 16), (1, 1, 1, 1)), ((2, 4, 10, 21), (0, 1, 0, 1)), (
 
 
 @pytest.mark.parametrize("case", PAIRED_CASES, ids=lambda case: "x".join(map(str, case[0])))
-def test_depthwise_computing_two_rows_at_once(level, case):
+def test_depthwise_computing_two_rows_at_once(level, monkeypatch, case):
+    monkeypatch.setattr(wl, "MIN_PAIRS_PER_THREAD", 0)   # (these few rows would run one at a time)
     shape, pads = case
     check_reuse(shape, wl.Window((3, 3), (1, 1), pads))
+
+
+def test_rows_are_paired_at_row_stride_1_only_where_each_thread_has_enough_pairs(level):
+    if not wl.pairs(3, 1):
+        pytest.skip(f"no paired 3x3 kernel at {level}")
+    assert wl.pairs(3, 1, 28, 2) and wl.pairs(3, 1, 14, 1) and wl.pairs(3, 1, None, 16)
+    assert wl.pairs(3, 1, 7, 1) and not wl.pairs(3, 1, 6, 1)
+    assert not wl.pairs(3, 1, 14, 2) and not wl.pairs(3, 1, 7, 2)
+    assert wl.pairs(5, 2, 7, 2) == wl.pairs(5, 2)   # at row stride 2: by the registers alone
 
 
 # at row stride 2 (3×3, and 5×5 where the level's registers hold two rows' blocks): odd and even output heights,
@@ -350,8 +361,11 @@ def test_large_jobs_split_over_threads_and_small_ones_do_not():
     row = wl.prepare_depthwise(wide, packed, None, None, np.empty_like(wide), window)
     tiny = wl.prepare_pool("avg", small, np.empty_like(small), window)
     assert tiny.threads == 1
-    if pool is not None:   # by rows (pairs of them) while they are as many as the threads, else by channels
-        assert launch.threads == pool.threads and launch.items == 4 and launch.grain == -(-4 // pool.threads)
+    if pool is not None:   # by rows (too few to pair), in chunks of channels where they split unevenly
+        block = launch.kernel.shape.vectors * launch.kernel.shape.lanes
+        items = 7 * wl.channel_chunks(960, block, 7, pool.threads)
+        assert launch.threads == pool.threads and launch.kernel.shape.rows == 1 and launch.items == items
+        assert launch.grain == -(-items // pool.threads)
         assert row.threads == pool.threads and row.items == min(pool.threads, 960 // 32)
 
 
@@ -370,7 +384,7 @@ def test_a_row_split_by_channels_between_threads_computes_every_channel():
     pool = get_native_pool()
     rng = np.random.default_rng(4)
     window = wl.Window((3, 3), (1, 1), (1, 1, 1, 1))
-    x, weights = nhwc(rng, 1, 14, 14, 200), nhwc(rng, 200, 1, 3, 3)   # 7 row pairs; 200: a channel tail
+    x, weights = nhwc(rng, 1, 7, 14, 200), nhwc(rng, 200, 1, 3, 3)   # 7 rows; 200: a channel tail
     out = np.full_like(x, np.nan)
     launch = wl.prepare_depthwise(x, wl.pack_depthwise(weights), None, None, out, window)
     if pool is not None and pool.threads == 2:
