@@ -257,10 +257,9 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
     return kernel_for(combine, activation, kw if reuse else 0, sw, 2 if paired else 1, group, window.kernel[0], sh)
 
 
-def launch_threads(work: int) -> int:
-    """The threads a window launch of `work` taps (output elements × kernel taps) runs on."""
-    pool = get_native_pool()
-    return pool.threads if pool is not None and work >= PARALLEL_MIN_TAPS else 1
+def launch_threads(work: int, pool_threads: int) -> int:
+    """The threads a window launch of `work` taps (output elements × kernel taps) runs on, of a pool's."""
+    return pool_threads if work >= PARALLEL_MIN_TAPS else 1
 
 
 def pairs(kw: int, sh: int, output_rows: int | None = None, threads: int = 1) -> bool:
@@ -317,7 +316,8 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         return None
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
-    threads = launch_threads(n * oh * ow * c * kh * kw)
+    pool = get_native_pool()
+    threads = launch_threads(n * oh * ow * c * kh * kw, pool.threads if pool is not None else 1)
     kernel = window_kernel(combine, window, activation, group, single=combine != "madd" and (oh, ow) == (1, 1),
                            output_rows=n * oh, threads=threads)
     lanes, vectors, rows = kernel.shape.lanes, kernel.shape.vectors, kernel.shape.rows

@@ -256,6 +256,15 @@ def existing_native_pool() -> NativePool | None:
     return _pool
 
 
+def native_pool_threads() -> int:
+    """The threads of the pool `get_native_pool` gives this thread (1: none), without starting one: what a kernel
+    named ahead of the first run (`native_jobs`) plans for."""
+    own = active()
+    threads = own.threads if own is not None else _pool.threads if _pool is not None else 1 if _single else \
+        default_threads()
+    return threads if supported() and threads > 1 else 1
+
+
 def new_native_pool(threads: int) -> NativePool | None:
     """A native pool of `threads` threads, or None where it is not supported or for one thread."""
     return NativePool(threads) if supported() and threads > 1 else None

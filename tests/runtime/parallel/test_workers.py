@@ -36,6 +36,16 @@ def test_own_pools_are_not_the_process_pools():
     assert not any(t.is_alive() for t in pool._workers) and threading.active_count() <= before
 
 
+@pytest.mark.skipif(not native_threads.supported(), reason="no native pool here")
+def test_the_pool_threads_a_kernel_plans_for_are_known_without_starting_the_pool():
+    w = Workers(3)
+    with running_on(w):
+        assert native_threads.native_pool_threads() == 3 and native_threads.existing_native_pool() is None
+    with running_on(Workers(1)):
+        assert native_threads.native_pool_threads() == 1
+    w.close()
+
+
 def test_nested_blocks_restore_the_outer_workers():
     outer, inner = Workers(1), Workers(2)
     with running_on(outer):
