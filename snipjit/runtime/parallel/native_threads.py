@@ -260,8 +260,12 @@ def native_pool_threads() -> int:
     """The threads of the pool `get_native_pool` gives this thread (1: none), without starting one: what a kernel
     named ahead of the first run (`native_jobs`) plans for."""
     own = active()
-    threads = own.threads if own is not None else _pool.threads if _pool is not None else 1 if _single else \
-        default_threads()
+    if own is not None:
+        threads = own.threads
+    elif _pool is not None or _single:
+        threads = _pool.threads if _pool is not None else 1
+    else:
+        threads = default_threads()
     return threads if supported() and threads > 1 else 1
 
 
