@@ -21,7 +21,6 @@ from ...ops import get_op
 from ...ops.channels_last import DOMAIN, POOLS, is_depthwise
 from ...ops.windows import place_window, window_from_attrs
 from ...ops.nn import conv_transpose_geometry
-from ..parallel.native_threads import native_pool_threads
 from . import (conv_launch, conv_transpose_launch, gemm_launch, global_pool_launch, held_weights, lrn_launch,
                window_launch, winograd_launch)
 from .base import Implementation, Kernel, NativeStep, NotApplicable, PreparedLaunch, ReferenceKernel
@@ -230,7 +229,7 @@ class ConvKernel(WeightedKernel):
             rows, threads = None, 1
             if output is not None and isinstance(shape[3], int):   # (its rows and threads tell whether it pairs rows)
                 rows = output[0] * output[1]
-                threads = window_launch.launch_threads(math.prod(shape) * math.prod(kernel), native_pool_threads())
+                threads = window_launch.launch_threads(math.prod(shape) * math.prod(kernel))
             return [window_launch.window_kernel("madd", window, self.activation, self.group_width, output_rows=rows,
                                                 threads=threads).job]
         if self.tile:

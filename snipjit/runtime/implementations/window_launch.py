@@ -24,7 +24,7 @@ import numpy as np
 
 from ...memory.solver import aligned_empty
 from ...targets.llvm.window import DIMS, PTRS, ZEROS, WindowKernel, window_blocks
-from ..parallel.native_threads import get_native_pool, native_call, runner
+from ..parallel.native_threads import get_native_pool, native_call, native_pool_threads, runner
 from ..caches.object_cache import NativeJob
 from .conv_launch import pixel_rows
 from .gemm_launch import BALANCE_GAIN, available
@@ -257,9 +257,10 @@ def window_kernel(combine: str, window: Window, activation: str = "", group: int
     return kernel_for(combine, activation, kw if reuse else 0, sw, 2 if paired else 1, group, window.kernel[0], sh)
 
 
-def launch_threads(work: int, pool_threads: int) -> int:
-    """The threads a window launch of `work` taps (output elements × kernel taps) runs on, of a pool's."""
-    return pool_threads if work >= PARALLEL_MIN_TAPS else 1
+def launch_threads(work: int) -> int:
+    """The threads a window launch of `work` taps (output elements × kernel taps) runs on: the native pool's, as
+    the launch and the kernel named ahead of it (`native_jobs`) both see it."""
+    return native_pool_threads() if work >= PARALLEL_MIN_TAPS else 1
 
 
 def pairs(kw: int, sh: int, output_rows: int | None = None, threads: int = 1) -> bool:
@@ -273,10 +274,10 @@ def pairs(kw: int, sh: int, output_rows: int | None = None, threads: int = 1) ->
     3×3 layers on 14×14 and 7×7 maps (7 and 4 pairs) ran 1.11-1.24× faster unpaired forced to AVX2, 0.98-1.11×
     on AVX-512, those on 28×28 and 56×56 maps 0.87-0.94×; at one thread, paired 1.1-1.15× faster on every one.
     EfficientNet-B0's 5×5 stride-2 layer on a 7×7 output, 4 pairs, stays paired: 1.1× faster, AVX-512.)"""
-    from ...targets.llvm import jit
-    level = jit.host().level
     if output_rows is not None and sh == 1 and -(-output_rows // 2) < MIN_PAIRS_PER_THREAD * threads:
         return False
+    from ...targets.llvm import jit
+    level = jit.host().level
     return (kw, sh) in PAIRED and window_blocks(level.vector_registers, kw, 2)[0] >= MIN_PAIRED_PIXELS
 
 
@@ -316,8 +317,7 @@ def _launch(combine: str, x: np.ndarray, out: np.ndarray, window: Window, weight
         return None
     kh, kw = window.kernel
     (sh, sw), (dh, dw), (top, left, _, _) = window.strides, window.dilations, window.pads
-    pool = get_native_pool()
-    threads = launch_threads(n * oh * ow * c * kh * kw, pool.threads if pool is not None else 1)
+    threads = launch_threads(n * oh * ow * c * kh * kw)
     kernel = window_kernel(combine, window, activation, group, single=combine != "madd" and (oh, ow) == (1, 1),
                            output_rows=n * oh, threads=threads)
     lanes, vectors, rows = kernel.shape.lanes, kernel.shape.vectors, kernel.shape.rows
